@@ -1,0 +1,432 @@
+"""TemperatureScaledClassifier: temperature scaling around a scikit-learn classifier."""
+
+from __future__ import annotations
+
+from inspect import signature
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    MetaEstimatorMixin,
+    _fit_context,
+    clone,
+)
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import check_cv, cross_val_predict
+from sklearn.utils import get_tags, indexable
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    _assert_all_finite,
+    _num_samples,
+    check_is_fitted,
+    column_or_1d,
+)
+
+from skts._scaler import (
+    _check_logits,
+    _check_temperatures,
+    _check_weights,
+    _fit_temperature,
+)
+from skts._temperature import log_softmax, softmax
+
+__all__ = ["TemperatureScaledClassifier"]
+
+_AUTO_METHODS = ("decision_function", "predict_log_proba", "predict_proba")
+# log(predict_proba) is kept finite: a probability of 0 becomes log(tiny).
+_LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
+
+
+class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
+    """Calibrate a classifier's probabilities with one temperature.
+
+    The wrapped classifier's logits ``z(x)`` (decision function, or
+    log-probabilities) are divided by a temperature ``T > 0`` before the
+    softmax. ``T`` is the smallest candidate among the minimisers of the
+    log-loss on held-out data, so predicted labels, accuracy and the
+    confusion matrix never change; only the confidence does.
+
+    Parameters
+    ----------
+    estimator : estimator instance, default=None
+        The classifier to calibrate. ``None`` means
+        :class:`~sklearn.linear_model.LogisticRegression`. Wrapped in
+        :class:`~sklearn.frozen.FrozenEstimator`, it is used as fitted and all of
+        ``(X, y)`` passed to ``fit`` is the held-out set. Otherwise it is cloned:
+        ``T`` is fitted on out-of-fold logits (see ``cv``), then ``estimator_`` is
+        refitted on all the data.
+
+    temperatures : array-like of shape (n_candidates,), default=None
+        Candidate temperatures, finite and > 0, any order, duplicates allowed.
+        ``None`` uses 1001 geometric points from 0.01 to 100 (1 included).
+
+    solver : {"grid", "continuous"}, default="grid"
+        ``"grid"``: the exact rule over the candidates. ``"continuous"``:
+        minimise over ``[min, max]`` of the candidates (bisection with Newton
+        steps in ``beta = 1/T``).
+
+    cv : int, cross-validation generator or iterable, default=None
+        Splits for the out-of-fold logits when ``estimator`` is not frozen;
+        ``None`` is 5-fold stratified. The test folds must partition the data.
+
+    response_method : str, default="auto"
+        Method of the estimator giving the logits. ``"auto"`` tries
+        ``decision_function``, then ``predict_log_proba``, then
+        ``predict_proba`` (whose log is kept finite). Any method name that
+        returns ``(n_samples, n_classes)`` scores (or ``(n_samples,)`` for a
+        binary problem) is accepted.
+
+    tol : float, default=1e-10
+        Tolerance of the continuous solver, relative to ``1/min(temperatures)``.
+
+    n_jobs : int, default=None
+        Jobs of the out-of-fold fits (passed to
+        :func:`~sklearn.model_selection.cross_val_predict`).
+
+    Attributes
+    ----------
+    estimator_ : estimator instance
+        The fitted (or frozen) classifier whose logits are scaled.
+
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, those of ``estimator_``.
+
+    temperature_ : float
+        The chosen temperature.
+
+    validation_loss_ : float
+        Held-out mean (weighted) log-loss at ``temperature_``.
+
+    at_boundary_ : bool
+        Whether ``temperature_`` is an end of the candidate range.
+
+    response_method_ : str
+        The method of ``estimator_`` that gives the logits.
+
+    n_features_in_ : int
+        Number of features seen by ``estimator_``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names seen by ``estimator_``, when it has them.
+
+    Raises
+    ------
+    ValueError
+        On bad temperatures or sample weights, labels the frozen estimator
+        never saw, non-finite logits from the estimator, or an estimator with no
+        usable response method.
+
+    See Also
+    --------
+    TemperatureScaler : The same selection on raw logit arrays.
+    sklearn.calibration.CalibratedClassifierCV : Sigmoid, isotonic and
+        temperature calibration in scikit-learn.
+
+    Notes
+    -----
+    A binary ``decision_function`` ``d`` is turned into the logits ``(0, d)``,
+    so ``T = 1`` reproduces ``sigmoid(d)`` exactly and
+    :meth:`decision_function` returns ``d / T``.
+
+    References
+    ----------
+    C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On Calibration of Modern
+    Neural Networks", ICML 2017, arXiv:1706.04599.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.model_selection import train_test_split
+    >>> from skts import TemperatureScaledClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X_train, X_val, y_train, y_val = train_test_split(X, y, random_state=0)
+    >>> model = LogisticRegression(max_iter=2000).fit(X_train, y_train)
+    >>> calibrated = TemperatureScaledClassifier(FrozenEstimator(model))
+    >>> calibrated.fit(X_val, y_val).temperature_ > 1  # the model was overconfident
+    True
+    >>> bool((calibrated.predict(X_val) == model.predict(X_val)).all())
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit"]), None],
+        "temperatures": ["array-like", None],
+        "solver": [StrOptions({"grid", "continuous"})],
+        "cv": ["cv_object"],
+        "response_method": [str],
+        "tol": [Interval(Real, 0, 1, closed="neither")],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        temperatures=None,
+        solver="grid",
+        cv=None,
+        response_method="auto",
+        tol=1e-10,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.temperatures = temperatures
+        self.solver = solver
+        self.cv = cv
+        self.response_method = response_method
+        self.tol = tol
+        self.n_jobs = n_jobs
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the temperature (and the estimator, unless it is frozen).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Held-out data for a frozen estimator; otherwise training data.
+
+        y : array-like of shape (n_samples,)
+            Target labels.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, used by the log-loss that chooses ``T`` and
+            passed to the estimator's ``fit`` (out-of-fold and final) when it
+            accepts them.
+
+        Returns
+        -------
+        self : TemperatureScaledClassifier
+            The fitted classifier.
+        """
+        if np.asarray(y).dtype.kind == "f":
+            _assert_all_finite(np.asarray(y), input_name="y")
+        check_classification_targets(y)
+        y = column_or_1d(y, warn=True)
+        X, y = indexable(X, y)
+        n_samples = _num_samples(X)
+        if n_samples == 0:
+            raise ValueError("X is empty: need at least 1 sample to fit.")
+        temperatures = _check_temperatures(self.temperatures)
+        sample_weight = _check_weights(sample_weight, n_samples)
+        estimator = LogisticRegression() if self.estimator is None else self.estimator
+        method = _resolve_method(estimator, self.response_method)
+
+        if isinstance(estimator, FrozenEstimator):
+            fitted = estimator
+            classes = np.asarray(fitted.classes_)
+            y_idx = _encode_seen(y, classes)
+            logits = _logits(fitted, X, method, len(classes))
+        else:
+            classes, y_idx = np.unique(y, return_inverse=True)
+            if len(classes) < 2:
+                raise ValueError(
+                    "y must contain at least 2 classes to calibrate; got 1 class: "
+                    f"{classes.tolist()!r}."
+                )
+            fit_params = {}
+            if sample_weight is not None:
+                if "sample_weight" not in signature(estimator.fit).parameters:
+                    raise ValueError(
+                        f"sample_weight was given but {type(estimator).__name__}.fit "
+                        "does not accept sample_weight."
+                    )
+                fit_params["sample_weight"] = sample_weight
+            cv = check_cv(self.cv, y, classifier=True)
+            oof = cross_val_predict(
+                clone(estimator),
+                X,
+                y,
+                cv=cv,
+                method=method,
+                n_jobs=self.n_jobs,
+                params=fit_params,
+            )
+            logits = _oof_to_logits(oof, method, len(classes))
+            fitted = clone(estimator).fit(X, y, **fit_params)
+            if not np.array_equal(np.asarray(fitted.classes_), classes):
+                raise ValueError(
+                    "The refitted estimator's classes_ differ from the labels in y."
+                )
+
+        result = _fit_temperature(
+            logits, y_idx, temperatures, sample_weight, self.solver, self.tol
+        )
+        self.estimator_ = fitted
+        self.classes_ = classes
+        self.response_method_ = method
+        self.temperature_ = result.temperature
+        self.validation_loss_ = result.loss
+        self.at_boundary_ = result.at_boundary
+        inner = fitted.estimator if isinstance(fitted, FrozenEstimator) else fitted
+        for attr in ("n_features_in_", "feature_names_in_"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+        return self
+
+    def _uncalibrated_logits(self, X):
+        check_is_fitted(self)
+        return _logits(self.estimator_, X, self.response_method_, len(self.classes_))
+
+    def decision_function(self, X):
+        """Calibrated logits ``z(X) / temperature_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes) or (n_samples,)
+            Calibrated logits; for two classes the 1-D score whose sign gives
+            ``classes_[1]`` (``> 0``), as scikit-learn does.
+        """
+        logits = self._uncalibrated_logits(X)
+        with np.errstate(over="ignore", under="ignore"):
+            if len(self.classes_) == 2:
+                return (logits[:, 1] - logits[:, 0]) / self.temperature_
+            return logits / self.temperature_
+
+    def predict_proba(self, X):
+        """Calibrated probabilities ``softmax(z(X) / temperature_)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Rows sum to 1, columns follow ``classes_``.
+        """
+        return softmax(self._uncalibrated_logits(X), self.temperature_)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`, computed without underflow.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Calibrated log-probabilities.
+        """
+        return log_softmax(self._uncalibrated_logits(X), self.temperature_)
+
+    def predict(self, X):
+        """Class of the largest logit (the first on ties): unchanged by ``T``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Predicted labels from ``classes_``.
+        """
+        logits = self._uncalibrated_logits(X)
+        return self.classes_[np.argmax(logits, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        estimator = LogisticRegression() if self.estimator is None else self.estimator
+        inner = get_tags(estimator)
+        tags.input_tags.sparse = inner.input_tags.sparse
+        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        return tags
+
+
+def _resolve_method(estimator, response_method: str) -> str:
+    """Name of the estimator method that gives logits."""
+    if response_method != "auto":
+        if not callable(getattr(estimator, response_method, None)):
+            raise ValueError(
+                f"response_method={response_method!r} is not a method of "
+                f"{type(estimator).__name__}."
+            )
+        return response_method
+    for name in _AUTO_METHODS:
+        if callable(getattr(estimator, name, None)):
+            return name
+    raise ValueError(
+        f"{type(estimator).__name__} has no decision_function, predict_log_proba "
+        "or predict_proba: no usable response method to compute logits."
+    )
+
+
+def _encode_seen(y, classes) -> np.ndarray:
+    """Indices of ``y`` in ``classes``; labels never seen are an error."""
+    seen = np.isin(y, classes)
+    if not seen.all():
+        unseen = np.unique(np.asarray(y)[~seen])
+        raise ValueError(
+            f"y contains labels the estimator never saw: {unseen.tolist()!r}; "
+            f"its classes_ are {classes.tolist()!r}."
+        )
+    order = np.argsort(classes, kind="stable")
+    return order[np.searchsorted(classes, y, sorter=order)]
+
+
+def _as_logits(response, method: str, n_classes: int) -> np.ndarray:
+    """Turn a response into ``(n_samples, n_classes)`` logits (no checks)."""
+    response = np.asarray(response)
+    if method == "predict_proba":
+        response = np.log(np.maximum(response.astype(np.float64), 0.0) + 0.0)
+    if method in ("predict_proba", "predict_log_proba"):
+        response = np.maximum(response, _LOG_TINY)
+    if response.ndim == 1 and n_classes == 2:
+        # Logits (0, d): T = 1 gives sigmoid(d) exactly, and the label is
+        # classes_[1] exactly when d > 0.
+        response = np.column_stack([np.zeros_like(response), response])
+    return response
+
+
+def _logits(estimator, X, method: str, n_classes: int) -> np.ndarray:
+    """Checked logits of ``estimator`` on ``X``."""
+    with np.errstate(divide="ignore"):
+        response = getattr(estimator, method)(X)
+        raw = _as_logits(response, method, n_classes)
+    name = f"the output of {type(estimator).__name__}.{method}"
+    if raw.ndim != 2 or raw.shape[1] != n_classes:
+        raise ValueError(
+            f"{name} must have shape (n_samples, {n_classes}); got {np.shape(raw)}."
+        )
+    if not np.all(np.isfinite(raw)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf).")
+    return _check_logits(raw, name=name)
+
+
+def _oof_to_logits(oof, method: str, n_classes: int) -> np.ndarray:
+    """Out-of-fold responses as logits.
+
+    ``cross_val_predict`` fills the columns of classes missing from a training
+    fold with the smallest float (or a probability of 0); those entries get the
+    smallest other logit of their row instead, so every loss stays finite.
+    """
+    oof = np.asarray(oof, dtype=np.float64)
+    if method != "predict_proba":
+        missing = oof == np.finfo(np.float64).min
+        if oof.ndim == 2 and missing.any():
+            row_min = np.where(missing, np.inf, oof).min(axis=1, keepdims=True)
+            oof = np.where(missing, row_min, oof)
+    with np.errstate(divide="ignore"):
+        raw = _as_logits(oof, method, n_classes)
+    if raw.ndim != 2 or raw.shape[1] != n_classes or not np.all(np.isfinite(raw)):
+        raise ValueError(
+            f"The out-of-fold {method} values must be finite with {n_classes} "
+            "columns; the estimator returned non-finite or misshaped values."
+        )
+    return raw

@@ -1,0 +1,517 @@
+"""Reliability diagrams and validation-loss curves (matplotlib imported lazily)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from skts._classifier import TemperatureScaledClassifier, _encode_seen
+from skts._scaler import TemperatureScaler, _check_class_indices, _check_logits
+from skts._temperature import default_temperatures, nll_many
+from skts.metrics import reliability_curve
+
+__all__ = ["ReliabilityDisplay", "TemperatureCurveDisplay"]
+
+
+def _pyplot(what: str):
+    """``matplotlib.pyplot``, or an ImportError naming the ``plot`` extra."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - exercised without matplotlib
+        raise ImportError(
+            f"{what} needs matplotlib; install it with: pip install 'skts[plot]'"
+        ) from exc
+    return plt
+
+
+class ReliabilityDisplay:
+    """Reliability diagram: accuracy per confidence bin against the diagonal.
+
+    Build it with :meth:`from_estimator` or :meth:`from_predictions`; call
+    :meth:`plot` to draw it again elsewhere. The top panel shows the accuracy
+    of each bin as a bar, the gap to the diagonal as a hatched bar and the ECE
+    in the legend; the bottom panel shows the share of samples per bin, which
+    the bars alone hide.
+
+    Parameters
+    ----------
+    confidence, accuracy, counts : ndarray of shape (n_bins,)
+        Per-bin data from :func:`skts.metrics.reliability_curve`.
+    edges : ndarray of shape (n_bins + 1,)
+        Bin edges.
+    ece : float
+        Expected calibration error of the curve (shown in the legend).
+    estimator_name : str, default=None
+        Name shown in the legend.
+    class_ : int, default=None
+        Column of a one-vs-rest diagram, ``None`` for the top-label diagram.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+        Axes of the diagram.
+    hist_ax_ : matplotlib Axes or None
+        Axes of the histogram panel.
+    figure_ : matplotlib Figure
+        Figure holding the axes.
+    bars_ : matplotlib BarContainer
+        Accuracy bars.
+    gap_bars_ : matplotlib BarContainer or None
+        Bars from accuracy to mean confidence.
+    line_ : matplotlib Line2D
+        Mean confidence against accuracy (markers at bin means).
+    hist_ : matplotlib BarContainer or None
+        Share of samples per bin.
+
+    See Also
+    --------
+    skts.metrics.reliability_curve : The data behind the diagram.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from skts import ReliabilityDisplay
+    >>> disp = ReliabilityDisplay.from_predictions([0, 1, 1, 1], [0.2, 0.9, 0.8, 0.6])
+    >>> disp.ax_.get_xlabel()
+    'Confidence'
+    """
+
+    def __init__(
+        self,
+        *,
+        confidence,
+        accuracy,
+        counts,
+        edges,
+        ece,
+        estimator_name=None,
+        class_=None,
+    ):
+        self.confidence = confidence
+        self.accuracy = accuracy
+        self.counts = counts
+        self.edges = edges
+        self.ece = ece
+        self.estimator_name = estimator_name
+        self.class_ = class_
+
+    def plot(self, ax=None, *, hist_ax=None, name=None, show_gap=True, **kwargs):
+        """Draw the diagram.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes to draw on. ``None`` makes a new figure with a histogram panel
+            below the diagram. Passing the ``ax_`` (and ``hist_ax_``) of another
+            display draws both on the same axes, to compare them.
+        hist_ax : matplotlib Axes, default=None
+            Axes of the histogram panel, when ``ax`` is given.
+        name : str, default=None
+            Legend name; default ``estimator_name``.
+        show_gap : bool, default=True
+            Draw hatched bars from accuracy to mean confidence.
+        **kwargs : dict
+            Passed to the accuracy bars (``Axes.bar``).
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+            ``self``, with the artists set.
+        """
+        plt = _pyplot("ReliabilityDisplay")
+        if ax is None:
+            _, (ax, hist_ax) = plt.subplots(
+                2,
+                1,
+                sharex=True,
+                figsize=(5, 6),
+                gridspec_kw={"height_ratios": [3, 1]},
+            )
+        name = self.estimator_name if name is None else name
+        label = (
+            f"ECE = {self.ece:.4f}"
+            if name is None
+            else f"{name} (ECE = {self.ece:.4f})"
+        )
+        full = self.counts > 0
+        widths = np.diff(self.edges)
+        lefts = self.edges[:-1]
+        bar_kwargs = {"alpha": 0.6, "edgecolor": "black", "label": label}
+        bar_kwargs.update(kwargs)
+        self.bars_ = ax.bar(
+            lefts[full],
+            self.accuracy[full],
+            width=widths[full],
+            align="edge",
+            **bar_kwargs,
+        )
+        color = self.bars_.patches[0].get_facecolor() if self.bars_.patches else None
+        self.gap_bars_ = None
+        if show_gap:
+            gap = self.confidence[full] - self.accuracy[full]
+            self.gap_bars_ = ax.bar(
+                lefts[full],
+                gap,
+                bottom=self.accuracy[full],
+                width=widths[full],
+                align="edge",
+                fill=False,
+                hatch="//",
+                edgecolor="tab:red",
+                linewidth=0.5,
+            )
+        (self.line_,) = ax.plot(
+            self.confidence[full], self.accuracy[full], "o", color=color, markersize=3
+        )
+        if not any(getattr(line, "_skts_diagonal", False) for line in ax.get_lines()):
+            (diag,) = ax.plot(
+                [0, 1], [0, 1], "k--", linewidth=1, label="Perfectly calibrated"
+            )
+            diag._skts_diagonal = True
+        ax.set(
+            xlim=(0, 1),
+            ylim=(0, 1),
+            ylabel="Accuracy" if self.class_ is None else "Observed frequency",
+        )
+        ax.legend(loc="upper left")
+        self.hist_ = None
+        if hist_ax is not None:
+            share = self.counts / self.counts.sum()
+            self.hist_ = hist_ax.bar(
+                lefts,
+                share,
+                width=widths,
+                align="edge",
+                alpha=0.6,
+                color=color,
+                edgecolor="black",
+            )
+            hist_ax.set(ylabel="Share of samples", xlim=(0, 1))
+            hist_ax.set_xlabel(
+                "Confidence" if self.class_ is None else f"p(class {self.class_})"
+            )
+        else:
+            ax.set_xlabel(
+                "Confidence" if self.class_ is None else f"p(class {self.class_})"
+            )
+        ax.set_xlabel(
+            "Confidence" if self.class_ is None else f"p(class {self.class_})"
+        )
+        self.ax_ = ax
+        self.hist_ax_ = hist_ax
+        self.figure_ = ax.figure
+        return self
+
+    @classmethod
+    def from_predictions(
+        cls,
+        y_true,
+        y_prob,
+        *,
+        n_bins=15,
+        strategy="uniform",
+        class_=None,
+        labels=None,
+        sample_weight=None,
+        name=None,
+        ax=None,
+        hist_ax=None,
+        **kwargs,
+    ):
+        """Reliability diagram of given probabilities.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (n_samples,)
+            True labels.
+        y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+            Predicted probabilities (1-D: positive-class column of a binary
+            problem).
+        n_bins : int, default=15
+            Number of bins.
+        strategy : {"uniform", "quantile"}, default="uniform"
+            Equal-width or equal-mass bins.
+        class_ : int, default=None
+            ``None``: top-label diagram; ``k``: one-vs-rest diagram of column k.
+        labels : array-like of shape (n_classes,), default=None
+            Labels of the columns of ``y_prob``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+        name : str, default=None
+            Legend name.
+        ax, hist_ax : matplotlib Axes, default=None
+            See :meth:`plot`.
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+            The drawn display.
+        """
+        curve = reliability_curve(
+            y_true,
+            y_prob,
+            n_bins=n_bins,
+            strategy=strategy,
+            class_=class_,
+            sample_weight=sample_weight,
+            labels=labels,
+        )
+        display = cls(
+            confidence=curve.confidence,
+            accuracy=curve.accuracy,
+            counts=curve.counts,
+            edges=curve.edges,
+            ece=curve.calibration_error(),
+            estimator_name=name,
+            class_=class_,
+        )
+        return display.plot(ax=ax, hist_ax=hist_ax, **kwargs)
+
+    @classmethod
+    def from_estimator(
+        cls,
+        estimator,
+        X,
+        y,
+        *,
+        n_bins=15,
+        strategy="uniform",
+        class_=None,
+        sample_weight=None,
+        name=None,
+        ax=None,
+        hist_ax=None,
+        **kwargs,
+    ):
+        """Reliability diagram of a fitted classifier's ``predict_proba`` on ``(X, y)``.
+
+        Parameters
+        ----------
+        estimator : fitted classifier
+            Any classifier with ``predict_proba`` and ``classes_``.
+        X : array-like of shape (n_samples, n_features)
+            Input data (held out from the fits).
+        y : array-like of shape (n_samples,)
+            True labels.
+        n_bins, strategy, class_, sample_weight, ax, hist_ax, **kwargs
+            See :meth:`from_predictions`.
+        name : str, default=None
+            Legend name; default the estimator's class name.
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+            The drawn display.
+        """
+        if not hasattr(estimator, "predict_proba"):
+            raise ValueError(
+                "estimator must have predict_proba; "
+                f"{type(estimator).__name__} has none."
+            )
+        y_prob = estimator.predict_proba(X)
+        name = type(estimator).__name__ if name is None else name
+        return cls.from_predictions(
+            y,
+            y_prob,
+            n_bins=n_bins,
+            strategy=strategy,
+            class_=class_,
+            labels=getattr(estimator, "classes_", None),
+            sample_weight=sample_weight,
+            name=name,
+            ax=ax,
+            hist_ax=hist_ax,
+            **kwargs,
+        )
+
+
+class TemperatureCurveDisplay:
+    """Validation loss over the candidate temperatures, the chosen one marked.
+
+    A chosen temperature at an end of the range (a
+    :class:`~skts.BoundaryTemperatureWarning`) shows at once as a marker on
+    the edge of the curve.
+
+    Parameters
+    ----------
+    temperatures : ndarray of shape (n_candidates,)
+        Sorted candidate temperatures.
+    losses : ndarray of shape (n_candidates,)
+        Validation loss at each candidate.
+    temperature : float, default=None
+        The chosen temperature.
+    estimator_name : str, default=None
+        Name shown in the legend.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+        Axes of the plot.
+    figure_ : matplotlib Figure
+        Figure holding the axes.
+    line_ : matplotlib Line2D
+        The loss curve.
+    marker_ : matplotlib Line2D or None
+        The chosen temperature.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from skts import TemperatureCurveDisplay
+    >>> logits = np.log([[9.0, 1.0]] * 4)
+    >>> y = [0, 0, 0, 1]
+    >>> disp = TemperatureCurveDisplay.from_logits(logits, y, temperature=2.0)
+    >>> disp.ax_.get_xscale()
+    'log'
+    """
+
+    def __init__(self, *, temperatures, losses, temperature=None, estimator_name=None):
+        self.temperatures = temperatures
+        self.losses = losses
+        self.temperature = temperature
+        self.estimator_name = estimator_name
+
+    def plot(self, ax=None, *, name=None, **kwargs):
+        """Draw the curve.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes to draw on; ``None`` makes a new figure.
+        name : str, default=None
+            Legend name; default ``estimator_name``.
+        **kwargs : dict
+            Passed to ``Axes.plot`` for the curve.
+
+        Returns
+        -------
+        display : TemperatureCurveDisplay
+            ``self``, with the artists set.
+        """
+        plt = _pyplot("TemperatureCurveDisplay")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 3.5))
+        name = self.estimator_name if name is None else name
+        (self.line_,) = ax.plot(
+            self.temperatures, self.losses, label=name or "validation NLL", **kwargs
+        )
+        self.marker_ = None
+        if self.temperature is not None:
+            loss = np.interp(self.temperature, self.temperatures, self.losses)
+            (self.marker_,) = ax.plot(
+                [self.temperature],
+                [loss],
+                "o",
+                color="tab:red",
+                label=f"chosen T = {self.temperature:.4g}",
+            )
+        ax.set_xscale("log")
+        ax.set(xlabel="Temperature T", ylabel="Validation log-loss")
+        ax.legend()
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+    @classmethod
+    def from_logits(
+        cls,
+        logits,
+        y,
+        *,
+        temperatures=None,
+        temperature=None,
+        name=None,
+        ax=None,
+        **kwargs,
+    ):
+        """Loss curve of held-out logits with class indices ``y``.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Held-out logits.
+        y : array-like of shape (n_samples,)
+            Class indices in ``0..n_classes-1``.
+        temperatures : array-like of shape (n_candidates,), default=None
+            Candidates; default the 1001-point grid of skts.
+        temperature : float, default=None
+            Temperature to mark.
+        name : str, default=None
+            Legend name.
+        ax : matplotlib Axes, default=None
+            Axes to draw on.
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : TemperatureCurveDisplay
+            The drawn display.
+        """
+        from skts._scaler import _check_temperatures
+
+        logits = _check_logits(logits)
+        y = _check_class_indices(y, logits.shape)
+        grid = np.unique(_check_temperatures(temperatures))
+        losses = nll_many(logits, y, grid)
+        display = cls(
+            temperatures=grid,
+            losses=losses,
+            temperature=temperature,
+            estimator_name=name,
+        )
+        return display.plot(ax=ax, **kwargs)
+
+    @classmethod
+    def from_estimator(cls, estimator, X, y, *, name=None, ax=None, **kwargs):
+        """Loss curve of a fitted :class:`~skts.TemperatureScaledClassifier` or
+        :class:`~skts.TemperatureScaler` on held-out ``(X, y)``.
+
+        Parameters
+        ----------
+        estimator : TemperatureScaledClassifier or TemperatureScaler
+            Fitted; its candidates and ``temperature_`` are used.
+        X : array-like
+            Held-out inputs (logits for a ``TemperatureScaler``).
+        y : array-like of shape (n_samples,)
+            True labels (class indices for a ``TemperatureScaler``).
+        name : str, default=None
+            Legend name.
+        ax : matplotlib Axes, default=None
+            Axes to draw on.
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : TemperatureCurveDisplay
+            The drawn display.
+        """
+        if isinstance(estimator, TemperatureScaledClassifier):
+            logits = estimator._uncalibrated_logits(X)
+            y = _encode_seen(np.asarray(y), estimator.classes_)
+        elif isinstance(estimator, TemperatureScaler):
+            logits = estimator._logits(X)
+        else:
+            raise ValueError(
+                "estimator must be a fitted TemperatureScaledClassifier or "
+                f"TemperatureScaler; got {type(estimator).__name__}."
+            )
+        temperatures = (
+            default_temperatures()
+            if estimator.temperatures is None
+            else estimator.temperatures
+        )
+        return cls.from_logits(
+            logits,
+            y,
+            temperatures=temperatures,
+            temperature=estimator.temperature_,
+            name=name,
+            ax=ax,
+            **kwargs,
+        )

@@ -1,0 +1,341 @@
+"""TemperatureScaler: temperature scaling on raw logit arrays."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_array,
+    check_is_fitted,
+    column_or_1d,
+)
+
+from skts._temperature import (
+    default_temperatures,
+    grid_search,
+    log_softmax,
+    softmax,
+    solve_continuous,
+    warn_boundary,
+)
+
+__all__ = ["TemperatureScaler"]
+
+
+class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
+    """Fit one temperature on held-out logits and apply it.
+
+    For logits produced elsewhere (PyTorch, JAX, an API): ``fit`` chooses
+    ``T`` by validation log-loss, ``transform`` returns ``logits / T`` and
+    ``predict_proba`` returns ``softmax(logits / T)``. Predicted labels are the
+    first argmax of the logits and never change.
+
+    Parameters
+    ----------
+    temperatures : array-like of shape (n_candidates,), default=None
+        Candidate temperatures, finite and > 0, in any order, duplicates
+        allowed. ``None`` uses 1001 geometric points from 0.01 to 100 (ratio
+        ``10**(1/250)``, about 0.93%, including 1 exactly).
+
+    solver : {"grid", "continuous"}, default="grid"
+        ``"grid"``: the exact rule, the smallest candidate among the minimisers
+        of the validation loss. ``"continuous"``: bisection with Newton steps
+        on the derivative in ``beta = 1/T`` over ``[min, max]`` of the
+        candidates, to a relative tolerance ``tol``.
+
+    tol : float, default=1e-10
+        Tolerance of the continuous solver, relative to ``1/min(temperatures)``.
+
+    Attributes
+    ----------
+    temperature_ : float
+        The chosen temperature (an element of ``temperatures`` bit for bit
+        with ``solver="grid"``).
+
+    validation_loss_ : float
+        Mean (weighted) negative log-likelihood at ``temperature_`` on the data
+        passed to ``fit``.
+
+    at_boundary_ : bool
+        Whether ``temperature_`` is an end of the candidate range (a
+        :class:`~skts.BoundaryTemperatureWarning` was emitted).
+
+    classes_ : ndarray of shape (n_classes,)
+        ``np.arange(n_classes)``.
+
+    n_features_in_ : int
+        Number of logit columns (classes) seen in ``fit``.
+
+    Raises
+    ------
+    ValueError
+        On non-finite or empty logits, labels outside ``0..n_classes-1``,
+        length mismatches, bad temperatures or sample weights.
+
+    See Also
+    --------
+    TemperatureScaledClassifier : The same around a scikit-learn classifier.
+
+    Notes
+    -----
+    The validation loss is ``L(T) = -(1/n) sum_i log softmax(z_i / T)[y_i]``,
+    computed as ``(m - z_y)/T + log sum_j exp((z_j - m)/T)`` with
+    ``m = max_j z_j``. It is convex in ``beta = 1/T``, which lets the grid
+    search evaluate a handful of candidates and still return exactly what
+    evaluating every candidate would.
+
+    References
+    ----------
+    C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On Calibration of Modern
+    Neural Networks", ICML 2017, arXiv:1706.04599.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skts import TemperatureScaler
+    >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+    >>> y = np.array([0, 0, 0, 1])         # but only 3 in 4 are right
+    >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0, 4.0]).fit(logits, y)
+    >>> scaler.temperature_
+    2.0
+    >>> scaler.predict_proba(logits[:1]).round(6)
+    array([[0.75, 0.25]])
+    """
+
+    _parameter_constraints: dict = {
+        "temperatures": ["array-like", None],
+        "solver": [StrOptions({"grid", "continuous"})],
+        "tol": [Interval(Real, 0, 1, closed="neither")],
+    }
+
+    def __init__(self, temperatures=None, *, solver="grid", tol=1e-10):
+        self.temperatures = temperatures
+        self.solver = solver
+        self.tol = tol
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, logits, y, sample_weight=None):
+        """Choose the temperature on held-out logits.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Held-out logits (float32 stays float32 in memory).
+
+        y : array-like of shape (n_samples,)
+            True class indices in ``0..n_classes-1``.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the validation loss (weighted mean).
+
+        Returns
+        -------
+        self : TemperatureScaler
+            The fitted scaler.
+        """
+        temperatures = _check_temperatures(self.temperatures)
+        logits = _check_logits(logits)
+        y = _check_class_indices(y, logits.shape)
+        sample_weight = _check_weights(sample_weight, logits.shape[0])
+        result = _fit_temperature(
+            logits, y, temperatures, sample_weight, self.solver, self.tol
+        )
+        self.temperature_ = result.temperature
+        self.validation_loss_ = result.loss
+        self.at_boundary_ = result.at_boundary
+        self.classes_ = np.arange(logits.shape[1])
+        self.n_features_in_ = logits.shape[1]
+        return self
+
+    def _logits(self, logits) -> NDArray:
+        check_is_fitted(self)
+        logits = _check_logits(logits)
+        if logits.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"logits has {logits.shape[1]} columns, but TemperatureScaler was "
+                f"fitted with {self.n_features_in_}."
+            )
+        return logits
+
+    def transform(self, logits):
+        """Calibrated logits ``logits / temperature_``.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Logits to calibrate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ``logits / temperature_`` in float64.
+        """
+        logits = self._logits(logits)
+        with np.errstate(over="ignore"):
+            return np.asarray(logits, dtype=np.float64) / self.temperature_
+
+    def predict_proba(self, logits):
+        """Calibrated probabilities ``softmax(logits / temperature_)``.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Logits to calibrate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Rows sum to 1.
+        """
+        return softmax(self._logits(logits), self.temperature_)
+
+    def predict_log_proba(self, logits):
+        """Logarithm of :meth:`predict_proba`, computed without underflow.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Logits to calibrate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Calibrated log-probabilities.
+        """
+        return log_softmax(self._logits(logits), self.temperature_)
+
+    def predict(self, logits):
+        """Class index of the largest logit (first one on ties).
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Logits.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Predicted class indices; dividing by ``T > 0`` never changes them.
+        """
+        return np.argmax(self._logits(logits), axis=1)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol):
+    """Run the chosen solver and warn on a boundary answer."""
+    if solver == "grid":
+        result = grid_search(logits, y, temperatures, sample_weight)
+    else:
+        result = solve_continuous(
+            logits,
+            y,
+            float(temperatures.min()),
+            float(temperatures.max()),
+            sample_weight,
+            tol=tol,
+        )
+    if result.at_boundary:
+        warn_boundary(
+            result.temperature, float(temperatures.min()), float(temperatures.max())
+        )
+    return result
+
+
+def _check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
+    """Validated candidate temperatures (a 1-D float64 array, as given)."""
+    if temperatures is None:
+        return default_temperatures()
+    try:
+        arr = np.asarray(temperatures, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"temperatures must be numbers; got {temperatures!r}."
+        ) from None
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(
+            "temperatures must be a non-empty 1-D array of candidates; got shape "
+            f"{arr.shape!r}."
+        )
+    bad = ~(np.isfinite(arr) & (arr > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"temperatures must be finite and > 0; got {arr[i]!r} at position {i}."
+        )
+    return arr
+
+
+def _check_logits(logits, name: str = "logits") -> NDArray:
+    """2-D float32/float64 array of finite logits with >= 2 columns."""
+    if hasattr(logits, "ndim") or isinstance(logits, (list, tuple)):
+        ndim = np.ndim(logits)
+        if ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D of shape (n_samples, n_classes); got "
+                f"{ndim}-D input of shape {np.shape(logits)!r}."
+            )
+    arr = check_array(
+        logits,
+        dtype=[np.float64, np.float32],
+        input_name=name,
+        ensure_min_samples=0,
+        ensure_min_features=0,
+    )
+    if arr.shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty: need at least 1 row, got shape {arr.shape}."
+        )
+    if arr.shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 columns (one per class); got shape "
+            f"{arr.shape}."
+        )
+    return arr
+
+
+def _check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:
+    """Integer class indices in ``0..n_classes-1``, one per logit row."""
+    y = column_or_1d(y, warn=True)
+    if y.shape[0] != shape[0]:
+        raise ValueError(
+            f"logits has {shape[0]} rows but {name} has {y.shape[0]} labels."
+        )
+    if y.dtype.kind == "f":
+        if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+            raise ValueError(f"{name} must contain integer class indices; got {y!r}.")
+        y = y.astype(np.intp)
+    elif y.dtype.kind not in "iub":
+        raise ValueError(
+            f"{name} must contain integer class indices; got dtype {y.dtype}."
+        )
+    bad = (y < 0) | (y >= shape[1])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must contain class indices in [0, {shape[1]}); got {y[i]!r} "
+            f"at position {i}."
+        )
+    return y.astype(np.intp, copy=False)
+
+
+def _check_weights(sample_weight, n_samples: int) -> NDArray | None:
+    """Non-negative finite weights with a positive sum, or None."""
+    if sample_weight is None:
+        return None
+    sample_weight = _check_sample_weight(
+        sample_weight, np.empty((n_samples, 0)), ensure_non_negative=True
+    )
+    if not sample_weight.sum() > 0:
+        raise ValueError("sample_weight must have a positive sum; got all zeros.")
+    return sample_weight

@@ -1,0 +1,647 @@
+"""Calibration metrics, reliability curves and scorers.
+
+Naming follows scikit-learn: ``*_error`` and ``*_loss`` are lower-is-better,
+scorers are ``neg_*``. Every metric here is computed from
+:func:`reliability_curve`, so plots and numbers always agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.metrics import brier_score_loss, log_loss, make_scorer
+from sklearn.metrics import get_scorer as _sklearn_get_scorer
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils.validation import _check_sample_weight, check_array, column_or_1d
+
+__all__ = [
+    "CalibrationReport",
+    "ReliabilityCurve",
+    "calibration_report",
+    "classwise_calibration_error",
+    "expected_calibration_error",
+    "get_scorer",
+    "maximum_calibration_error",
+    "reliability_curve",
+]
+
+
+@dataclass(frozen=True)
+class ReliabilityCurve:
+    """Per-bin data behind a reliability diagram and the binned metrics.
+
+    Arrays have one entry per bin (``n_bins``); empty bins have ``count == 0``
+    and NaN confidence and accuracy.
+
+    Attributes
+    ----------
+    confidence : ndarray of shape (n_bins,)
+        Mean forecast (top-label confidence, or ``p_k`` for a class) per bin.
+    accuracy : ndarray of shape (n_bins,)
+        Fraction correct (or observed frequency of the class) per bin.
+    counts : ndarray of shape (n_bins,)
+        Total sample weight per bin (the number of samples without weights).
+    edges : ndarray of shape (n_bins + 1,)
+        Bin edges; bin ``m`` is ``(edges[m], edges[m + 1]]`` and the first bin
+        also holds ``edges[0]``.
+    """
+
+    confidence: NDArray[np.float64]
+    accuracy: NDArray[np.float64]
+    counts: NDArray[np.float64]
+    edges: NDArray[np.float64]
+
+    @property
+    def gap(self) -> NDArray[np.float64]:
+        """``accuracy - confidence`` per bin (NaN for empty bins)."""
+        return self.accuracy - self.confidence
+
+    def calibration_error(self) -> float:
+        """Bin-mass weighted mean of ``|gap|`` over non-empty bins (the ECE)."""
+        full = self.counts > 0
+        total = self.counts[full].sum()
+        return float(np.dot(self.counts[full], np.abs(self.gap[full])) / total)
+
+    def maximum_error(self) -> float:
+        """Largest ``|gap|`` over non-empty bins (the MCE)."""
+        full = self.counts > 0
+        return float(np.max(np.abs(self.gap[full])))
+
+
+def _check_targets(y_true, y_prob, labels=None):
+    """Class indices of ``y_true`` and the ``(n, K)`` probability matrix.
+
+    A 1-D ``y_prob`` is the probability of the second (positive) label of a
+    binary problem, which is what scikit-learn's scorers pass.
+    """
+    y_true = column_or_1d(y_true)
+    y_prob = check_array(y_prob, ensure_2d=False, dtype=np.float64, input_name="y_prob")
+    if y_prob.ndim == 1:
+        y_prob = np.column_stack([1.0 - y_prob, y_prob])
+    if y_prob.ndim != 2:
+        raise ValueError(
+            f"y_prob must be 1-D (binary) or 2-D; got shape {y_prob.shape}."
+        )
+    if y_true.shape[0] != y_prob.shape[0]:
+        raise ValueError(
+            f"y_true has {y_true.shape[0]} samples but y_prob has {y_prob.shape[0]}."
+        )
+    if y_prob.shape[0] == 0:
+        raise ValueError("y_true and y_prob are empty: need at least 1 sample.")
+    if np.any(y_prob < 0) or np.any(y_prob > 1):
+        raise ValueError("y_prob must contain probabilities in [0, 1].")
+    n_classes = y_prob.shape[1]
+    if labels is None:
+        labels = np.unique(y_true)
+        if len(labels) != n_classes:
+            if (
+                y_true.dtype.kind in "iu"
+                and labels.min() >= 0
+                and labels.max() < n_classes
+            ):
+                labels = np.arange(n_classes)
+            else:
+                raise ValueError(
+                    f"y_prob has {n_classes} columns but y_true has {len(labels)} "
+                    "distinct labels; pass labels= to say which column is which."
+                )
+    else:
+        labels = np.asarray(labels)
+        if len(labels) != n_classes:
+            raise ValueError(
+                f"labels has {len(labels)} entries but y_prob has {n_classes} columns."
+            )
+    order = np.argsort(labels, kind="stable")
+    pos = np.searchsorted(labels, y_true, sorter=order)
+    pos = np.clip(pos, 0, len(labels) - 1)
+    idx = order[pos]
+    if not np.all(labels[idx] == y_true):
+        unseen = np.unique(y_true[labels[idx] != y_true])
+        raise ValueError(f"y_true contains labels not in labels: {unseen.tolist()!r}.")
+    return idx, y_prob
+
+
+def _edges(values: NDArray, n_bins: int, strategy: str) -> NDArray[np.float64]:
+    if strategy == "uniform":
+        return np.linspace(0.0, 1.0, n_bins + 1)
+    edges = np.quantile(values, np.linspace(0.0, 1.0, n_bins + 1))
+    edges[0], edges[-1] = min(edges[0], 0.0), max(edges[-1], 1.0)
+    return edges
+
+
+def _bin_index(values: NDArray, edges: NDArray) -> NDArray[np.intp]:
+    # Right-closed bins (edges[m], edges[m+1]]; values at edges[0] go in bin 0.
+    idx = np.searchsorted(edges, values, side="left") - 1
+    return np.clip(idx, 0, len(edges) - 2)
+
+
+def _curve(values, hits, weights, n_bins, strategy) -> ReliabilityCurve:
+    edges = _edges(values, n_bins, strategy)
+    idx = _bin_index(values, edges)
+    counts = np.bincount(idx, weights=weights, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.bincount(idx, weights=weights * values, minlength=n_bins) / counts
+        acc = np.bincount(idx, weights=weights * hits, minlength=n_bins) / counts
+    conf[counts == 0] = np.nan
+    acc[counts == 0] = np.nan
+    return ReliabilityCurve(conf, acc, counts, edges)
+
+
+def _weights(sample_weight, n: int) -> NDArray[np.float64]:
+    w = _check_sample_weight(sample_weight, np.empty((n, 0)), ensure_non_negative=True)
+    if not w.sum() > 0:
+        raise ValueError("sample_weight must have a positive sum; got all zeros.")
+    return w
+
+
+_COMMON = {
+    "y_true": ["array-like"],
+    "y_prob": ["array-like"],
+    "n_bins": [Interval(Integral, 1, None, closed="left")],
+    "strategy": [StrOptions({"uniform", "quantile"})],
+    "sample_weight": ["array-like", None],
+    "labels": ["array-like", None],
+}
+
+
+@validate_params(
+    {**_COMMON, "class_": [Integral, None]}, prefer_skip_nested_validation=True
+)
+def reliability_curve(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    class_: int | None = None,
+    sample_weight: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+) -> ReliabilityCurve:
+    """Per-bin confidence, accuracy and counts: the data of a reliability diagram.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities; 1-D means the positive-class column of a
+        binary problem.
+    n_bins : int, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        ``"uniform"``: equal-width bins ``((m-1)/M, m/M]``. ``"quantile"``:
+        equal-mass bins from the quantiles of the confidences.
+    class_ : int, default=None
+        ``None``: top-label curve (confidence = max probability, hit = the
+        first argmax is the label). An integer ``k``: one-vs-rest curve of the
+        ``k``-th column (confidence = ``p_k``, hit = the label is class ``k``).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+
+    Returns
+    -------
+    ReliabilityCurve
+        Per-bin ``confidence``, ``accuracy``, ``counts`` and ``edges``.
+
+    Examples
+    --------
+    >>> from skts.metrics import reliability_curve
+    >>> curve = reliability_curve([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.9], n_bins=5)
+    >>> curve.counts
+    array([0., 0., 0., 0., 4.])
+    >>> float(curve.confidence[-1]), float(curve.accuracy[-1])
+    (0.9, 0.75)
+    """
+    idx, proba = _check_targets(y_true, y_prob, labels)
+    w = _weights(sample_weight, proba.shape[0])
+    if class_ is None:
+        top = np.argmax(proba, axis=1)
+        values = proba[np.arange(proba.shape[0]), top]
+        hits = (top == idx).astype(np.float64)
+    else:
+        if not 0 <= class_ < proba.shape[1]:
+            raise ValueError(
+                f"class_ must be a column index in [0, {proba.shape[1]}); "
+                f"got {class_!r}."
+            )
+        values = proba[:, class_]
+        hits = (idx == class_).astype(np.float64)
+    return _curve(values, hits, w, n_bins, strategy)
+
+
+@validate_params(_COMMON, prefer_skip_nested_validation=True)
+def expected_calibration_error(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    sample_weight: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+) -> float:
+    """Top-label expected calibration error (ECE), Guo et al. (2017).
+
+    ``ECE = sum_m (|B_m| / n) |acc(B_m) - conf(B_m)|`` where the confidence of a
+    sample is its largest probability, a sample is correct when the first
+    argmax equals its label, and ``B_m`` are the non-empty bins.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive-class column of a binary problem).
+    n_bins : int, default=15
+        Number of bins ``M``.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        ``"uniform"``: equal-width bins ``((m-1)/M, m/M]`` as in Guo et al.
+        ``"quantile"``: equal-mass bins (adaptive ECE).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights (bin masses are sums of weights).
+    labels : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+
+    Returns
+    -------
+    float
+        The ECE, in [0, 1]; lower is better.
+
+    See Also
+    --------
+    maximum_calibration_error : Largest bin gap.
+    reliability_curve : The per-bin data.
+
+    Notes
+    -----
+    ECE is a noisy, binning-dependent estimate: other bin counts or edges give
+    other values, small bins are noisy, and errors of opposite sign inside one
+    bin cancel. Report a proper score (log-loss, Brier) alongside, and a
+    bootstrap interval (:func:`calibration_report`).
+
+    References
+    ----------
+    C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On Calibration of Modern
+    Neural Networks", ICML 2017. M. P. Naeini, G. Cooper and M. Hauskrecht,
+    "Obtaining Well Calibrated Probabilities Using Bayesian Binning", AAAI 2015.
+
+    Examples
+    --------
+    >>> from skts.metrics import expected_calibration_error
+    >>> round(expected_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.9]), 6)
+    0.15
+    """
+    curve = reliability_curve(
+        y_true,
+        y_prob,
+        n_bins=n_bins,
+        strategy=strategy,
+        sample_weight=sample_weight,
+        labels=labels,
+    )
+    return curve.calibration_error()
+
+
+@validate_params(_COMMON, prefer_skip_nested_validation=True)
+def maximum_calibration_error(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    sample_weight: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+) -> float:
+    """Top-label maximum calibration error (MCE): the largest bin gap.
+
+    ``MCE = max_m |acc(B_m) - conf(B_m)|`` over non-empty bins, with the bins of
+    :func:`expected_calibration_error`. It depends on the emptiest bins, so it
+    is noisier still than the ECE.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive-class column of a binary problem).
+    n_bins : int, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+
+    Returns
+    -------
+    float
+        The MCE, in [0, 1]; lower is better.
+
+    See Also
+    --------
+    expected_calibration_error : Mass-weighted mean bin gap.
+
+    References
+    ----------
+    M. P. Naeini, G. Cooper and M. Hauskrecht, AAAI 2015; Guo et al., ICML 2017.
+
+    Examples
+    --------
+    >>> from skts.metrics import maximum_calibration_error
+    >>> round(maximum_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.1]), 6)
+    0.5
+    """
+    curve = reliability_curve(
+        y_true,
+        y_prob,
+        n_bins=n_bins,
+        strategy=strategy,
+        sample_weight=sample_weight,
+        labels=labels,
+    )
+    return curve.maximum_error()
+
+
+@validate_params(_COMMON, prefer_skip_nested_validation=True)
+def classwise_calibration_error(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    sample_weight: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+) -> float:
+    """Class-wise ECE: the mean over classes of the one-vs-rest ECE of ``p_k``.
+
+    For each class ``k`` the forecasts ``p_k`` are binned and compared with the
+    observed frequency of class ``k`` in each bin (Kull et al., 2019).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive-class column of a binary problem).
+    n_bins : int, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+
+    Returns
+    -------
+    float
+        The class-wise ECE, in [0, 1]; lower is better.
+
+    References
+    ----------
+    M. Kull, M. Perello-Nieto, M. Kängsepp, T. Silva Filho, H. Song and P.
+    Flach, "Beyond temperature scaling: Obtaining well-calibrated multiclass
+    probabilities with Dirichlet calibration", NeurIPS 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skts.metrics import classwise_calibration_error
+    >>> y = [0, 1, 2] * 10
+    >>> classwise_calibration_error(y, np.full((30, 3), 1 / 3))
+    0.0
+    """
+    idx, proba = _check_targets(y_true, y_prob, labels)
+    w = _weights(sample_weight, proba.shape[0])
+    errors = [
+        _curve(proba[:, k], (idx == k).astype(np.float64), w, n_bins, strategy)
+        for k in range(proba.shape[1])
+    ]
+    return float(np.mean([c.calibration_error() for c in errors]))
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """Accuracy, proper scores and binned calibration errors of one forecast.
+
+    Attributes
+    ----------
+    n_samples : int
+        Number of samples.
+    values : dict of str to float
+        ``accuracy``, ``log_loss``, ``brier_score`` (multiclass, sum over
+        classes, in [0, 2]), ``ece``, ``mce`` and ``classwise_ece``.
+    intervals : dict of str to tuple of float
+        Percentile bootstrap intervals per metric (empty without bootstrap).
+    confidence_level : float
+        Level of the intervals.
+    n_bootstrap : int
+        Number of bootstrap resamples.
+    """
+
+    n_samples: int
+    values: dict[str, float]
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    confidence_level: float = 0.95
+    n_bootstrap: int = 0
+
+    def __getitem__(self, name: str) -> float:
+        return self.values[name]
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form of the report."""
+        return {
+            "n_samples": self.n_samples,
+            "values": dict(self.values),
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "confidence_level": self.confidence_level,
+            "n_bootstrap": self.n_bootstrap,
+        }
+
+    def __str__(self) -> str:
+        lines = [
+            f"{'metric':<15}{'value':>10}" + ("   interval" if self.intervals else "")
+        ]
+        for name, value in self.values.items():
+            line = f"{name:<15}{value:>10.4f}"
+            if name in self.intervals:
+                lo, hi = self.intervals[name]
+                line += f"   [{lo:.4f}, {hi:.4f}]"
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def _report_values(idx, proba, w, n_bins, classwise_bins) -> dict[str, float]:
+    """All report metrics for one (re)weighting ``w`` of the rows."""
+    total = w.sum()
+    top = np.argmax(proba, axis=1)
+    hits = (top == idx).astype(np.float64)
+    conf = proba[np.arange(len(idx)), top]
+    ece_curve = _curve(conf, hits, w, n_bins, "uniform")
+    p_true = np.maximum(proba[np.arange(len(idx)), idx], np.finfo(np.float64).tiny)
+    onehot_err = proba.copy()
+    onehot_err[np.arange(len(idx)), idx] -= 1.0
+    brier = np.einsum("ij,ij->i", onehot_err, onehot_err)
+    classwise = []
+    for k in range(proba.shape[1]):
+        bins_k, hit_k = classwise_bins[k]
+        conf_sum = np.bincount(bins_k, weights=w * proba[:, k], minlength=n_bins)
+        hit_sum = np.bincount(bins_k, weights=w * hit_k, minlength=n_bins)
+        classwise.append(np.abs(hit_sum - conf_sum).sum() / total)
+    return {
+        "accuracy": float(np.dot(w, hits) / total),
+        "log_loss": float(np.dot(w, -np.log(p_true)) / total),
+        "brier_score": float(np.dot(w, brier) / total),
+        "ece": ece_curve.calibration_error(),
+        "mce": ece_curve.maximum_error(),
+        "classwise_ece": float(np.mean(classwise)),
+    }
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_prob": ["array-like"],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "n_bootstrap": [Interval(Integral, 0, None, closed="left")],
+        "confidence_level": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+        "labels": ["array-like", None],
+    },
+    prefer_skip_nested_validation=True,
+)
+def calibration_report(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    n_bins: int = 15,
+    n_bootstrap: int = 0,
+    confidence_level: float = 0.95,
+    random_state=None,
+    labels: ArrayLike | None = None,
+) -> CalibrationReport:
+    """Accuracy, log-loss, Brier score, ECE, MCE and class-wise ECE in one object.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_prob : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive-class column of a binary problem).
+    n_bins : int, default=15
+        Number of equal-width bins of the binned metrics.
+    n_bootstrap : int, default=0
+        Number of bootstrap resamples of the rows; with ``> 0`` every metric
+        gets a percentile interval (the ECE is a noisy estimate: show it).
+    confidence_level : float, default=0.95
+        Level of the bootstrap intervals.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the bootstrap.
+    labels : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+
+    Returns
+    -------
+    CalibrationReport
+        ``values`` and, with bootstrap, ``intervals``.
+
+    Notes
+    -----
+    ``log_loss`` and ``brier_score`` equal scikit-learn's
+    :func:`~sklearn.metrics.log_loss` and the multiclass (unscaled, sum over
+    classes) :func:`~sklearn.metrics.brier_score_loss`; they are computed here
+    per row so that the bootstrap does not recompute them from scratch.
+
+    Examples
+    --------
+    >>> from skts.metrics import calibration_report
+    >>> report = calibration_report([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.9])
+    >>> report["accuracy"], round(report["ece"], 6)
+    (0.75, 0.15)
+    """
+    idx, proba = _check_targets(y_true, y_prob, labels)
+    n = proba.shape[0]
+    classwise_bins = [
+        (
+            _bin_index(proba[:, k], _edges(proba[:, k], n_bins, "uniform")),
+            (idx == k).astype(np.float64),
+        )
+        for k in range(proba.shape[1])
+    ]
+    values = _report_values(idx, proba, np.ones(n), n_bins, classwise_bins)
+    intervals: dict[str, tuple[float, float]] = {}
+    if n_bootstrap > 0:
+        rng = check_random_state(random_state)
+        draws = {k: [] for k in values}
+        for _ in range(n_bootstrap):
+            # A resample with replacement is a multinomial reweighting of rows.
+            w = np.bincount(rng.randint(0, n, size=n), minlength=n).astype(np.float64)
+            for k, v in _report_values(idx, proba, w, n_bins, classwise_bins).items():
+                draws[k].append(v)
+        alpha = (1.0 - confidence_level) / 2.0
+        for k, v in draws.items():
+            lo, hi = np.quantile(v, [alpha, 1.0 - alpha])
+            intervals[k] = (float(lo), float(hi))
+    return CalibrationReport(n, values, intervals, confidence_level, n_bootstrap)
+
+
+def _neg(metric):
+    def score(y_true, y_prob, **kwargs):
+        return metric(y_true, y_prob, **kwargs)
+
+    score.__name__ = metric.__name__
+    return make_scorer(score, greater_is_better=False, response_method="predict_proba")
+
+
+def _scorers() -> dict:
+    return {
+        "neg_expected_calibration_error": _neg(expected_calibration_error),
+        "neg_maximum_calibration_error": _neg(maximum_calibration_error),
+        "neg_classwise_calibration_error": _neg(classwise_calibration_error),
+        "neg_brier_score": make_scorer(
+            brier_score_loss, greater_is_better=False, response_method="predict_proba"
+        ),
+        "neg_log_loss": make_scorer(
+            log_loss, greater_is_better=False, response_method="predict_proba"
+        ),
+    }
+
+
+def get_scorer(name):
+    """A scorer by name: skts's calibration scorers, else scikit-learn's.
+
+    Parameters
+    ----------
+    name : str or callable
+        ``"neg_expected_calibration_error"``, ``"neg_maximum_calibration_error"``,
+        ``"neg_classwise_calibration_error"``, ``"neg_brier_score"`` (multiclass
+        Brier, sum over classes, in [0, 2]; a binary problem uses
+        scikit-learn's half scale, [0, 1]) or ``"neg_log_loss"``; any other name
+        (or a callable) goes to :func:`sklearn.metrics.get_scorer`.
+
+    Returns
+    -------
+    scorer : callable
+        ``scorer(estimator, X, y)``, greater is better.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skts.metrics import get_scorer
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LogisticRegression(max_iter=1000).fit(X, y)
+    >>> get_scorer("neg_expected_calibration_error")(model, X, y) <= 0
+    True
+    """
+    if isinstance(name, str):
+        ours = _scorers()
+        if name in ours:
+            return ours[name]
+    return _sklearn_get_scorer(name)

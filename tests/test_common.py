@@ -1,0 +1,19 @@
+"""scikit-learn's estimator checks, with no expected failures."""
+
+from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import GaussianNB
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skts import TemperatureScaledClassifier
+
+
+@parametrize_with_checks(
+    [
+        TemperatureScaledClassifier(),
+        TemperatureScaledClassifier(LogisticRegression(C=10.0)),
+        TemperatureScaledClassifier(GaussianNB()),
+        TemperatureScaledClassifier(GaussianNB(), solver="continuous"),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
