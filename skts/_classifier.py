@@ -399,7 +399,8 @@ def _logits(estimator, X, method: str, n_classes: int) -> np.ndarray:
     with np.errstate(divide="ignore"):
         response = getattr(estimator, method)(X)
         raw = _as_logits(response, method, n_classes)
-    name = f"the output of {type(estimator).__name__}.{method}"
+    inner = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+    name = f"the output of {type(inner).__name__}.{method}"
     if raw.ndim != 2 or raw.shape[1] != n_classes:
         raise ValueError(
             f"{name} must have shape (n_samples, {n_classes}); got {np.shape(raw)}."

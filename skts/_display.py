@@ -23,6 +23,11 @@ def _pyplot(what: str):
     return plt
 
 
+def _has_label(ax, label: str) -> bool:
+    handles, labels = ax.get_legend_handles_labels()
+    return label in labels
+
+
 class ReliabilityDisplay:
     """Reliability diagram: accuracy per confidence bin against the diagonal.
 
@@ -95,7 +100,9 @@ class ReliabilityDisplay:
         self.estimator_name = estimator_name
         self.class_ = class_
 
-    def plot(self, ax=None, *, hist_ax=None, name=None, show_gap=True, **kwargs):
+    def plot(
+        self, ax=None, *, hist_ax=None, name=None, kind="bar", show_gap=None, **kwargs
+    ):
         """Draw the diagram.
 
         Parameters
@@ -108,10 +115,14 @@ class ReliabilityDisplay:
             Axes of the histogram panel, when ``ax`` is given.
         name : str, default=None
             Legend name; default ``estimator_name``.
-        show_gap : bool, default=True
-            Draw hatched bars from accuracy to mean confidence.
+        kind : {"bar", "line"}, default="bar"
+            Accuracy as bars over the bins, or as a line through the bin means
+            (easier to read when several displays share one axes).
+        show_gap : bool, default=None
+            Draw hatched bars from accuracy to mean confidence; default: with
+            ``kind="bar"``.
         **kwargs : dict
-            Passed to the accuracy bars (``Axes.bar``).
+            Passed to ``Axes.bar`` (``kind="bar"``) or ``Axes.plot``.
 
         Returns
         -------
@@ -119,6 +130,8 @@ class ReliabilityDisplay:
             ``self``, with the artists set.
         """
         plt = _pyplot("ReliabilityDisplay")
+        if kind not in ("bar", "line"):
+            raise ValueError(f"kind must be 'bar' or 'line'; got {kind!r}.")
         if ax is None:
             _, (ax, hist_ax) = plt.subplots(
                 2,
@@ -128,30 +141,43 @@ class ReliabilityDisplay:
                 gridspec_kw={"height_ratios": [3, 1]},
             )
         name = self.estimator_name if name is None else name
-        label = (
-            f"ECE = {self.ece:.4f}"
-            if name is None
-            else f"{name} (ECE = {self.ece:.4f})"
-        )
+        label = f"ECE = {self.ece:.4f}"
+        if name is not None:
+            label = f"{name} ({label})"
         full = self.counts > 0
         widths = np.diff(self.edges)
         lefts = self.edges[:-1]
-        bar_kwargs = {"alpha": 0.6, "edgecolor": "black", "label": label}
-        bar_kwargs.update(kwargs)
-        self.bars_ = ax.bar(
-            lefts[full],
-            self.accuracy[full],
-            width=widths[full],
-            align="edge",
-            **bar_kwargs,
-        )
-        color = self.bars_.patches[0].get_facecolor() if self.bars_.patches else None
+        self.bars_ = None
+        if kind == "bar":
+            bar_kwargs = {"alpha": 0.7, "edgecolor": "black", "label": label}
+            bar_kwargs.update(kwargs)
+            self.bars_ = ax.bar(
+                lefts[full],
+                self.accuracy[full],
+                width=widths[full],
+                align="edge",
+                **bar_kwargs,
+            )
+            color = self.bars_.patches[0].get_facecolor() if full.any() else None
+            (self.line_,) = ax.plot(
+                self.confidence[full],
+                self.accuracy[full],
+                "o",
+                color=color,
+                markersize=3,
+            )
+        else:
+            line_kwargs = {"marker": "o", "label": label}
+            line_kwargs.update(kwargs)
+            (self.line_,) = ax.plot(
+                self.confidence[full], self.accuracy[full], **line_kwargs
+            )
+            color = self.line_.get_color()
         self.gap_bars_ = None
-        if show_gap:
-            gap = self.confidence[full] - self.accuracy[full]
+        if show_gap if show_gap is not None else kind == "bar":
             self.gap_bars_ = ax.bar(
                 lefts[full],
-                gap,
+                self.confidence[full] - self.accuracy[full],
                 bottom=self.accuracy[full],
                 width=widths[full],
                 align="edge",
@@ -159,44 +185,28 @@ class ReliabilityDisplay:
                 hatch="//",
                 edgecolor="tab:red",
                 linewidth=0.5,
+                label="gap" if not _has_label(ax, "gap") else None,
             )
-        (self.line_,) = ax.plot(
-            self.confidence[full], self.accuracy[full], "o", color=color, markersize=3
-        )
-        if not any(getattr(line, "_skts_diagonal", False) for line in ax.get_lines()):
-            (diag,) = ax.plot(
-                [0, 1], [0, 1], "k--", linewidth=1, label="Perfectly calibrated"
-            )
-            diag._skts_diagonal = True
-        ax.set(
-            xlim=(0, 1),
-            ylim=(0, 1),
-            ylabel="Accuracy" if self.class_ is None else "Observed frequency",
-        )
+        if not _has_label(ax, "Perfectly calibrated"):
+            ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="Perfectly calibrated")
+        xlabel = "Confidence" if self.class_ is None else f"p(class {self.class_})"
+        ylabel = "Accuracy" if self.class_ is None else "Observed frequency"
+        ax.set(xlim=(0, 1), ylim=(0, 1), ylabel=ylabel)
         ax.legend(loc="upper left")
         self.hist_ = None
         if hist_ax is not None:
-            share = self.counts / self.counts.sum()
             self.hist_ = hist_ax.bar(
                 lefts,
-                share,
+                self.counts / self.counts.sum(),
                 width=widths,
                 align="edge",
-                alpha=0.6,
+                alpha=0.5,
                 color=color,
                 edgecolor="black",
             )
-            hist_ax.set(ylabel="Share of samples", xlim=(0, 1))
-            hist_ax.set_xlabel(
-                "Confidence" if self.class_ is None else f"p(class {self.class_})"
-            )
+            hist_ax.set(ylabel="Share of samples", xlim=(0, 1), xlabel=xlabel)
         else:
-            ax.set_xlabel(
-                "Confidence" if self.class_ is None else f"p(class {self.class_})"
-            )
-        ax.set_xlabel(
-            "Confidence" if self.class_ is None else f"p(class {self.class_})"
-        )
+            ax.set_xlabel(xlabel)
         self.ax_ = ax
         self.hist_ax_ = hist_ax
         self.figure_ = ax.figure
@@ -409,7 +419,10 @@ class TemperatureCurveDisplay:
                 color="tab:red",
                 label=f"chosen T = {self.temperature:.4g}",
             )
+        # Both axes logarithmic: the loss explodes as T -> 0 and the minimum
+        # would otherwise look flat.
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set(xlabel="Temperature T", ylabel="Validation log-loss")
         ax.legend()
         self.ax_ = ax

@@ -9,7 +9,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_array,
     check_is_fitted,
     column_or_1d,
@@ -271,7 +270,8 @@ def _check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"temperatures must be finite and > 0; got {arr[i]!r} at position {i}."
+            f"temperatures must be finite and > 0; got {float(arr[i])!r} at "
+            f"position {i}."
         )
     return arr
 
@@ -323,19 +323,36 @@ def _check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"{name} must contain class indices in [0, {shape[1]}); got {y[i]!r} "
-            f"at position {i}."
+            f"{name} must contain class indices in [0, {shape[1]}); got "
+            f"{y[i].item()!r} at position {i}."
         )
     return y.astype(np.intp, copy=False)
 
 
 def _check_weights(sample_weight, n_samples: int) -> NDArray | None:
-    """Non-negative finite weights with a positive sum, or None."""
+    """Non-negative finite float64 weights with a positive sum, or None."""
     if sample_weight is None:
         return None
-    sample_weight = _check_sample_weight(
-        sample_weight, np.empty((n_samples, 0)), ensure_non_negative=True
+    if np.ndim(sample_weight) == 0:
+        sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
+    sample_weight = check_array(
+        sample_weight,
+        ensure_2d=False,
+        dtype=np.float64,
+        input_name="sample_weight",
+        ensure_min_samples=0,
     )
+    if sample_weight.shape != (n_samples,):
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},); got {sample_weight.shape}."
+        )
+    negative = sample_weight < 0
+    if negative.any():
+        i = int(np.flatnonzero(negative)[0])
+        raise ValueError(
+            f"sample_weight must be non-negative; got {float(sample_weight[i])!r} "
+            f"at position {i}."
+        )
     if not sample_weight.sum() > 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros.")
     return sample_weight

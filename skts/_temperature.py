@@ -108,14 +108,20 @@ def nll_many(
     temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
     n_samples, n_classes = logits.shape
     totals = np.zeros(temperatures.shape[0], dtype=np.float64)
+    total_weight = _weights_total(sample_weight, n_samples)
     for rows in _blocks(n_samples, n_classes):
         d, gap = _block_terms(logits[rows], y[rows])
-        w = None if sample_weight is None else sample_weight[rows]
+        # Normalised weights: the mean stays finite whenever it is representable,
+        # even when the plain sum of the row losses would overflow.
+        if sample_weight is None:
+            scale = np.full(d.shape[0], 1.0 / total_weight)
+        else:
+            scale = sample_weight[rows] / total_weight
         for k, t in enumerate(temperatures):
             losses = _row_nll(d, gap, float(t))
-            totals[k] += losses.sum() if w is None else np.dot(w, losses)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return totals / _weights_total(sample_weight, n_samples)
+            with np.errstate(over="ignore", invalid="ignore"):
+                totals[k] += np.dot(scale, losses)
+    return totals
 
 
 def nll(
@@ -140,6 +146,7 @@ def derivatives(
     under ``p = softmax(beta z)``, which is why ``F`` is convex in ``beta``.
     """
     n_samples, n_classes = logits.shape
+    total = _weights_total(sample_weight, n_samples)
     f = g = h = 0.0
     for rows in _blocks(n_samples, n_classes):
         d, gap = _block_terms(logits[rows], y[rows])
@@ -154,16 +161,11 @@ def derivatives(
             var_d = np.maximum((pd * d).sum(axis=1) - mean_d * mean_d, 0.0)
             loss = gap * beta + np.log(s)
             grad = mean_d + gap
-        if w is None:
-            f += loss.sum()
-            g += grad.sum()
-            h += var_d.sum()
-        else:
-            f += np.dot(w, loss)
-            g += np.dot(w, grad)
-            h += np.dot(w, var_d)
-    total = _weights_total(sample_weight, n_samples)
-    return f / total, g / total, h / total
+            scale = np.full(d.shape[0], 1.0 / total) if w is None else w / total
+            f += np.dot(scale, loss)
+            g += np.dot(scale, grad)
+            h += np.dot(scale, var_d)
+    return float(f), float(g), float(h)
 
 
 def _all_rows_constant(logits: NDArray) -> bool:

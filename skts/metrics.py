@@ -16,7 +16,9 @@ from sklearn.metrics import brier_score_loss, log_loss, make_scorer
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
-from sklearn.utils.validation import _check_sample_weight, check_array, column_or_1d
+from sklearn.utils.validation import check_array, column_or_1d
+
+from skts._scaler import _check_weights
 
 __all__ = [
     "CalibrationReport",
@@ -79,7 +81,13 @@ def _check_targets(y_true, y_prob, labels=None):
     binary problem, which is what scikit-learn's scorers pass.
     """
     y_true = column_or_1d(y_true)
-    y_prob = check_array(y_prob, ensure_2d=False, dtype=np.float64, input_name="y_prob")
+    y_prob = check_array(
+        y_prob,
+        ensure_2d=False,
+        dtype=np.float64,
+        input_name="y_prob",
+        ensure_min_samples=0,
+    )
     if y_prob.ndim == 1:
         y_prob = np.column_stack([1.0 - y_prob, y_prob])
     if y_prob.ndim != 2:
@@ -152,10 +160,8 @@ def _curve(values, hits, weights, n_bins, strategy) -> ReliabilityCurve:
 
 
 def _weights(sample_weight, n: int) -> NDArray[np.float64]:
-    w = _check_sample_weight(sample_weight, np.empty((n, 0)), ensure_non_negative=True)
-    if not w.sum() > 0:
-        raise ValueError("sample_weight must have a positive sum; got all zeros.")
-    return w
+    w = _check_weights(sample_weight, n)
+    return np.ones(n) if w is None else w
 
 
 _COMMON = {

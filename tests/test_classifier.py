@@ -1,0 +1,332 @@
+"""TemperatureScaledClassifier: frozen and cross-fitted paths, responses, sklearn fit."""
+
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.datasets import load_digits, make_classification
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import (
+    GridSearchCV,
+    StratifiedKFold,
+    cross_val_predict,
+    cross_val_score,
+    train_test_split,
+)
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+from sklearn.tree import DecisionTreeClassifier
+
+from skts import TemperatureScaledClassifier, TemperatureScaler
+from skts._temperature import default_temperatures, nll_many
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    X_train, X_val, y_train, y_val = train_test_split(
+        X / 16.0, y, test_size=0.4, random_state=0, stratify=y
+    )
+    model = LogisticRegression(C=100.0, max_iter=3000).fit(X_train, y_train)
+    return model, X_train, X_val, y_train, y_val
+
+
+def brute_force_choice(logits, y, grid=None, sample_weight=None):
+    grid = default_temperatures() if grid is None else np.asarray(grid, float)
+    losses = nll_many(logits, y, grid, sample_weight)
+    return grid[losses == losses.min()].min()
+
+
+def test_frozen_uses_all_data_as_held_out_and_does_not_refit(digits):
+    model, _, X_val, _, y_val = digits
+    coef = model.coef_.copy()
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    np.testing.assert_array_equal(model.coef_, coef)
+    assert clf.estimator_.estimator is model
+    assert clf.response_method_ == "decision_function"
+    expected = brute_force_choice(model.decision_function(X_val), y_val)
+    assert clf.temperature_ == expected
+    assert clf.temperature_ > 1  # C=100 makes it overconfident
+    np.testing.assert_array_equal(clf.predict(X_val), model.predict(X_val))
+    np.testing.assert_array_equal(clf.classes_, model.classes_)
+    assert clf.n_features_in_ == model.n_features_in_
+
+
+def test_calibration_improves_held_out_log_loss(digits):
+    from sklearn.metrics import log_loss
+
+    model, X_train, X_val, y_train, y_val = digits
+    X_fit, X_test, y_fit, y_test = train_test_split(
+        X_val, y_val, test_size=0.5, random_state=1, stratify=y_val
+    )
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_fit, y_fit)
+    before = log_loss(y_test, model.predict_proba(X_test))
+    after = log_loss(y_test, clf.predict_proba(X_test))
+    assert after < before
+
+
+def test_cross_fitted_path_uses_out_of_fold_logits(digits):
+    _, X_train, _, y_train, _ = digits
+    est = LogisticRegression(C=100.0, max_iter=3000)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    clf = TemperatureScaledClassifier(est, cv=cv).fit(X_train, y_train)
+    oof = cross_val_predict(est, X_train, y_train, cv=cv, method="decision_function")
+    assert clf.temperature_ == brute_force_choice(oof, y_train)
+    refit = clone(est).fit(X_train, y_train)
+    np.testing.assert_allclose(clf.estimator_.coef_, refit.coef_)
+    assert clf.estimator_ is not est
+
+
+def test_default_estimator_and_cv():
+    X, y = make_classification(n_samples=200, random_state=0)
+    clf = TemperatureScaledClassifier().fit(X, y)
+    assert isinstance(clf.estimator_, LogisticRegression)
+    oof = cross_val_predict(
+        LogisticRegression(), X, y, cv=StratifiedKFold(5), method="decision_function"
+    )
+    logits = np.column_stack([np.zeros_like(oof), oof])
+    assert clf.temperature_ == brute_force_choice(logits, y)
+
+
+def test_binary_temperature_one_reproduces_the_model():
+    X, y = make_classification(n_samples=200, random_state=0)
+    model = LogisticRegression().fit(X, y)
+    clf = TemperatureScaledClassifier(FrozenEstimator(model), temperatures=[1.0])
+    clf.fit(X, y)
+    np.testing.assert_allclose(
+        clf.predict_proba(X), model.predict_proba(X), rtol=1e-11, atol=1e-15
+    )
+    np.testing.assert_allclose(clf.decision_function(X), model.decision_function(X))
+    np.testing.assert_array_equal(clf.predict(X), model.predict(X))
+
+
+def test_binary_decision_function_is_one_dimensional_and_scaled():
+    X, y = make_classification(n_samples=200, random_state=1)
+    model = LogisticRegression(C=1e4).fit(X[:100], y[:100])
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X[100:], y[100:])
+    d = clf.decision_function(X)
+    assert d.shape == (200,)
+    np.testing.assert_allclose(d, model.decision_function(X) / clf.temperature_)
+    np.testing.assert_allclose(clf.predict_proba(X)[:, 1], 1 / (1 + np.exp(-d)))
+
+
+@pytest.mark.parametrize(
+    "estimator, method",
+    [
+        (LogisticRegression(max_iter=2000), "decision_function"),
+        (GaussianNB(), "predict_log_proba"),
+        (DecisionTreeClassifier(max_depth=3, random_state=0), "predict_log_proba"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::skts.BoundaryTemperatureWarning")
+def test_auto_response_method(digits, estimator, method):
+    _, X_train, X_val, y_train, y_val = digits
+    model = clone(estimator).fit(X_train, y_train)
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    assert clf.response_method_ == method
+    proba = clf.predict_proba(X_val)
+    assert np.all(np.isfinite(proba))
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+
+
+class ProbaOnly(ClassifierMixin, BaseEstimator):
+    """A classifier with predict_proba only (no decision_function, no log)."""
+
+    def fit(self, X, y):
+        self.model_ = GaussianNB().fit(X, y)
+        self.classes_ = self.model_.classes_
+        return self
+
+    def predict_proba(self, X):
+        return self.model_.predict_proba(X)
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def test_predict_proba_only_model_gets_finite_log_probabilities(digits):
+    _, X_train, X_val, y_train, y_val = digits
+    model = ProbaOnly().fit(X_train, y_train)
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    assert clf.response_method_ == "predict_proba"
+    logits = np.log(np.maximum(model.predict_proba(X_val), np.finfo(float).tiny))
+    assert clf.temperature_ == brute_force_choice(logits, y_val)
+
+
+def test_named_response_method(digits):
+    _, X_train, X_val, y_train, y_val = digits
+    model = LogisticRegression(max_iter=2000).fit(X_train, y_train)
+    clf = TemperatureScaledClassifier(
+        FrozenEstimator(model), response_method="predict_log_proba"
+    ).fit(X_val, y_val)
+    assert clf.response_method_ == "predict_log_proba"
+    assert clf.temperature_ == brute_force_choice(model.predict_log_proba(X_val), y_val)
+
+
+def test_string_labels_and_held_out_set_missing_a_class():
+    X, y = make_classification(
+        n_samples=300, n_classes=3, n_informative=4, random_state=0
+    )
+    names = np.array(["cat", "dog", "emu"])[y]
+    model = LogisticRegression().fit(X[:150], names[:150])
+    keep = names[150:] != "emu"
+    clf = TemperatureScaledClassifier(FrozenEstimator(model))
+    clf.fit(X[150:][keep], names[150:][keep])
+    np.testing.assert_array_equal(clf.classes_, ["cat", "dog", "emu"])
+    assert set(clf.predict(X)) <= {"cat", "dog", "emu"}
+    idx = np.searchsorted(clf.classes_, names[150:][keep])
+    logits = model.decision_function(X[150:][keep])
+    assert clf.temperature_ == brute_force_choice(logits, idx)
+
+
+def test_labels_the_model_never_saw():
+    X, y = make_classification(n_samples=100, random_state=0)
+    model = LogisticRegression().fit(X, y)
+    with pytest.raises(ValueError, match=r"labels the estimator never saw: \[7\]"):
+        TemperatureScaledClassifier(FrozenEstimator(model)).fit(X, np.where(y, 7, 0))
+
+
+class BadLogits(ClassifierMixin, BaseEstimator):
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def decision_function(self, X):
+        out = np.zeros((len(X), len(self.classes_)))
+        out[0, 0] = np.nan
+        return out
+
+
+class NoResponse(ClassifierMixin, BaseEstimator):
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.classes_[0])
+
+
+def test_non_finite_logits_from_the_model():
+    X, y = make_classification(n_samples=30, random_state=0)
+    model = BadLogits().fit(X, y)
+    with pytest.raises(ValueError, match=r"BadLogits.decision_function.*non-finite"):
+        TemperatureScaledClassifier(FrozenEstimator(model)).fit(X, y)
+
+
+def test_model_without_a_response_method():
+    X, y = make_classification(n_samples=30, random_state=0)
+    with pytest.raises(ValueError, match="NoResponse has no decision_function"):
+        TemperatureScaledClassifier(NoResponse()).fit(X, y)
+    with pytest.raises(ValueError, match="response_method='scores' is not a method"):
+        TemperatureScaledClassifier(
+            LogisticRegression(), response_method="scores"
+        ).fit(X, y)
+
+
+def test_sample_weight_reaches_the_objective_and_the_inner_fit(digits):
+    model, _, X_val, _, y_val = digits
+    rng = np.random.RandomState(0)
+    w = rng.randint(0, 4, size=len(y_val))
+    weighted = TemperatureScaledClassifier(FrozenEstimator(model))
+    weighted.fit(X_val, y_val, sample_weight=w)
+    repeated = TemperatureScaledClassifier(FrozenEstimator(model))
+    repeated.fit(np.repeat(X_val, w, 0), np.repeat(y_val, w))
+    assert weighted.temperature_ == repeated.temperature_
+    # Cross-fitted: the inner fit sees the weights (zero weight = row removed).
+    X, y = make_classification(n_samples=120, random_state=0)
+    w = np.ones(120)
+    w[:20] = 0
+    clf = TemperatureScaledClassifier(LogisticRegression(), cv=3)
+    clf.fit(X, y, sample_weight=w)
+    ref = LogisticRegression().fit(X[20:], y[20:])
+    np.testing.assert_allclose(clf.estimator_.coef_, ref.coef_, rtol=1e-4)
+
+
+def test_sample_weight_with_an_estimator_that_cannot_take_it():
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match="does not accept sample_weight"):
+        TemperatureScaledClassifier(ProbaOnly()).fit(X, y, sample_weight=np.ones(60))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"temperatures": [0.0]}, "temperatures must be finite and > 0"),
+        ({"solver": "bfgs"}, "solver"),
+        ({"cv": "five"}, "cv"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaledClassifier(**params).fit(X, y)
+
+
+def test_empty_and_mismatched_input():
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match="X is empty"):
+        TemperatureScaledClassifier().fit(X[:0], y[:0])
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        TemperatureScaledClassifier().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+        TemperatureScaledClassifier().fit(X, y, sample_weight=-np.ones(60))
+
+
+def test_not_fitted():
+    with pytest.raises(NotFittedError):
+        TemperatureScaledClassifier().predict(np.zeros((1, 2)))
+
+
+def test_pipeline_gridsearch_and_cross_val_score(digits):
+    _, X_train, _, y_train, _ = digits
+    pipe = make_pipeline(
+        StandardScaler(),
+        TemperatureScaledClassifier(LogisticRegression(max_iter=500), cv=3),
+    )
+    search = GridSearchCV(
+        pipe,
+        {"temperaturescaledclassifier__estimator__C": [0.1, 1.0]},
+        scoring="neg_log_loss",
+        cv=3,
+    ).fit(X_train, y_train)
+    assert search.best_params_["temperaturescaledclassifier__estimator__C"] in (
+        0.1,
+        1.0,
+    )
+    scores = cross_val_score(
+        TemperatureScaledClassifier(LinearSVC(), cv=3), X_train, y_train, cv=3
+    )
+    assert scores.mean() > 0.9
+
+
+def test_persistence(digits, tmp_path):
+    model, _, X_val, _, y_val = digits
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    joblib.dump(clf, tmp_path / "clf.joblib")
+    for other in (joblib.load(tmp_path / "clf.joblib"), pickle.loads(pickle.dumps(clf))):
+        assert other.temperature_ == clf.temperature_
+        np.testing.assert_array_equal(other.predict_proba(X_val), clf.predict_proba(X_val))
+        np.testing.assert_array_equal(other.predict(X_val), clf.predict(X_val))
+
+
+def test_same_answer_as_temperature_scaler(digits):
+    model, _, X_val, _, y_val = digits
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    scaler = TemperatureScaler().fit(model.decision_function(X_val), y_val)
+    assert clf.temperature_ == scaler.temperature_
+    assert clf.validation_loss_ == scaler.validation_loss_
+
+
+def test_continuous_solver_close_to_grid(digits):
+    model, _, X_val, _, y_val = digits
+    grid = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    cont = TemperatureScaledClassifier(FrozenEstimator(model), solver="continuous")
+    cont.fit(X_val, y_val)
+    assert cont.validation_loss_ <= grid.validation_loss_
+    assert abs(np.log(cont.temperature_ / grid.temperature_)) < 0.01

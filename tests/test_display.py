@@ -1,0 +1,119 @@
+"""ReliabilityDisplay and TemperatureCurveDisplay, drawn with the Agg backend."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from skts import (
+    ReliabilityDisplay,
+    TemperatureCurveDisplay,
+    TemperatureScaledClassifier,
+    TemperatureScaler,
+)
+from skts._temperature import nll_many
+from skts.metrics import expected_calibration_error, reliability_curve
+
+
+@pytest.fixture
+def pyplot():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(X / 16, y, test_size=0.5, random_state=0)
+    X_val, X_te, y_val, y_te = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0)
+    model = LogisticRegression(C=100, max_iter=3000).fit(X_tr, y_tr)
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    return model, clf, X_val, y_val, X_te, y_te
+
+
+def test_import_skts_does_not_import_matplotlib():
+    code = "import sys, skts; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_from_estimator_values_equal_reliability_curve(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    disp = ReliabilityDisplay.from_estimator(model, X_te, y_te, n_bins=10)
+    curve = reliability_curve(y_te, model.predict_proba(X_te), n_bins=10)
+    full = curve.counts > 0
+    heights = [p.get_height() for p in disp.bars_.patches]
+    np.testing.assert_allclose(heights, curve.accuracy[full])
+    np.testing.assert_allclose(disp.line_.get_xdata(), curve.confidence[full])
+    np.testing.assert_allclose(
+        [p.get_height() for p in disp.hist_.patches], curve.counts / curve.counts.sum()
+    )
+    assert len(disp.gap_bars_.patches) == full.sum()
+    assert disp.ece == pytest.approx(expected_calibration_error(y_te, model.predict_proba(X_te), n_bins=10))
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    assert any("LogisticRegression (ECE = " in t for t in legend)
+    assert disp.figure_ is disp.ax_.figure
+    assert disp.hist_ax_ is not None
+
+
+def test_before_and_after_on_the_same_axes(pyplot, fitted):
+    model, clf, _, _, X_te, y_te = fitted
+    before = ReliabilityDisplay.from_estimator(model, X_te, y_te, name="before")
+    after = ReliabilityDisplay.from_estimator(
+        clf, X_te, y_te, name="after", ax=before.ax_, hist_ax=before.hist_ax_
+    )
+    assert after.ax_ is before.ax_
+    legend = [t.get_text() for t in before.ax_.get_legend().get_texts()]
+    assert sum("ECE" in t for t in legend) == 2
+    assert sum(t == "Perfectly calibrated" for t in legend) == 1
+    assert after.ece < before.ece
+
+
+def test_one_vs_rest_and_from_predictions(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    proba = model.predict_proba(X_te)
+    disp = ReliabilityDisplay.from_predictions(y_te, proba, class_=3, n_bins=5)
+    curve = reliability_curve(y_te, proba, class_=3, n_bins=5)
+    np.testing.assert_allclose(
+        [p.get_height() for p in disp.bars_.patches], curve.accuracy[curve.counts > 0]
+    )
+    assert disp.ax_.get_ylabel() == "Observed frequency"
+    with pytest.raises(ValueError, match="class_ must be a column index"):
+        ReliabilityDisplay.from_predictions(y_te, proba, class_=10)
+
+
+def test_from_estimator_needs_predict_proba(pyplot):
+    with pytest.raises(ValueError, match="estimator must have predict_proba"):
+        ReliabilityDisplay.from_estimator(object(), [[0]], [0])
+
+
+def test_temperature_curve_marks_the_chosen_temperature(pyplot, fitted):
+    model, clf, X_val, y_val, _, _ = fitted
+    disp = TemperatureCurveDisplay.from_estimator(clf, X_val, y_val)
+    logits = model.decision_function(X_val)
+    np.testing.assert_array_equal(disp.losses, nll_many(logits, y_val, disp.temperatures))
+    assert disp.marker_.get_xdata()[0] == clf.temperature_
+    i = int(np.argmin(disp.losses))
+    assert disp.temperatures[i] == clf.temperature_
+    assert disp.ax_.get_xscale() == "log"
+
+
+def test_temperature_curve_for_a_scaler_at_the_boundary(pyplot):
+    logits = np.array([[4.0, 0.0], [0.0, 4.0]])
+    y = np.array([0, 1])
+    with pytest.warns(UserWarning, match="smallest"):
+        scaler = TemperatureScaler([0.5, 1.0, 2.0]).fit(logits, y)
+    disp = TemperatureCurveDisplay.from_estimator(scaler, logits, y)
+    assert disp.marker_.get_xdata()[0] == 0.5 == disp.temperatures[0]
+    with pytest.raises(ValueError, match="estimator must be a fitted"):
+        TemperatureCurveDisplay.from_estimator(object(), logits, y)

@@ -1,0 +1,237 @@
+"""Calibration metrics and scorers against hand-worked values and brute force."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris, make_classification
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import brier_score_loss, log_loss
+from sklearn.model_selection import GridSearchCV, cross_validate
+
+from skts.metrics import (
+    calibration_report,
+    classwise_calibration_error,
+    expected_calibration_error,
+    get_scorer,
+    maximum_calibration_error,
+    reliability_curve,
+)
+
+
+def reference_ece(y_idx, proba, n_bins=15):
+    """Guo et al.'s loop: bins (lo, hi], |acc - conf| weighted by bin size."""
+    conf = proba.max(1)
+    correct = proba.argmax(1) == y_idx
+    edges = np.linspace(0, 1, n_bins + 1)
+    ece, gaps = 0.0, []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside = (conf > lo) & (conf <= hi)
+        if lo == 0:
+            inside |= conf == 0
+        if inside.any():
+            gap = abs(correct[inside].mean() - conf[inside].mean())
+            ece += inside.mean() * gap
+            gaps.append(gap)
+    return ece, max(gaps)
+
+
+@pytest.fixture
+def forecast():
+    rng = np.random.RandomState(0)
+    logits = rng.normal(scale=3, size=(500, 4))
+    proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    y = np.array([rng.choice(4, p=p) for p in proba**0.5 / (proba**0.5).sum(1)[:, None]])
+    return y, proba
+
+
+def test_hand_worked_single_bin():
+    # Four forecasts of 0.9 for the positive class, three right: gap 0.15.
+    assert expected_calibration_error([0, 1, 1, 1], [0.9] * 4) == pytest.approx(0.15)
+    curve = reliability_curve([0, 1, 1, 1], [0.9] * 4, n_bins=5)
+    np.testing.assert_array_equal(curve.counts, [0, 0, 0, 0, 4])
+    assert np.isnan(curve.confidence[0])
+
+
+def test_hand_worked_two_bins():
+    y = [0, 1, 1, 1]
+    p = [0.9, 0.9, 0.9, 0.6]  # bins: {0.9 x3: acc 2/3}, {0.6: acc 1}
+    expected = 3 / 4 * abs(2 / 3 - 0.9) + 1 / 4 * abs(1 - 0.6)
+    assert expected_calibration_error(y, p) == pytest.approx(expected)
+    assert maximum_calibration_error(y, p) == pytest.approx(0.4)
+
+
+def test_constant_one_third_on_balanced_classes_has_zero_ece():
+    y = np.repeat([0, 1, 2], 20)
+    proba = np.full((60, 3), 1 / 3)
+    assert expected_calibration_error(y, proba) == pytest.approx(0.0, abs=1e-12)
+    assert classwise_calibration_error(y, proba) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bin_edges_are_right_closed():
+    # With 5 bins, 0.8 is the right edge of bin 3, (0.6, 0.8]; 0.8 + 1e-12 is in
+    # bin 4, (0.8, 1].
+    curve = reliability_curve([1, 1], [0.8, 0.8 + 1e-12], n_bins=5)
+    np.testing.assert_array_equal(curve.counts, [0, 0, 0, 1, 1])
+
+
+def test_against_brute_force(forecast):
+    y, proba = forecast
+    ece, mce = reference_ece(y, proba)
+    assert expected_calibration_error(y, proba) == pytest.approx(ece, rel=1e-12)
+    assert maximum_calibration_error(y, proba) == pytest.approx(mce, rel=1e-12)
+    for n_bins in (5, 10, 20):
+        assert expected_calibration_error(y, proba, n_bins=n_bins) == pytest.approx(
+            reference_ece(y, proba, n_bins)[0], rel=1e-12
+        )
+
+
+def test_classwise_against_brute_force(forecast):
+    y, proba = forecast
+    edges = np.linspace(0, 1, 16)
+    per_class = []
+    for k in range(4):
+        p, hit = proba[:, k], y == k
+        total = 0.0
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            inside = ((p > lo) | ((lo == 0) & (p == 0))) & (p <= hi)
+            if inside.any():
+                total += inside.mean() * abs(hit[inside].mean() - p[inside].mean())
+        per_class.append(total)
+    assert classwise_calibration_error(y, proba) == pytest.approx(np.mean(per_class))
+
+
+def test_quantile_bins_have_equal_mass(forecast):
+    y, proba = forecast
+    curve = reliability_curve(y, proba, n_bins=10, strategy="quantile")
+    np.testing.assert_array_equal(curve.counts, np.full(10, 50.0))
+    ece = expected_calibration_error(y, proba, n_bins=10, strategy="quantile")
+    assert ece == pytest.approx(curve.calibration_error())
+
+
+def test_binary_column_equals_full_matrix(forecast):
+    rng = np.random.RandomState(1)
+    p = rng.rand(200)
+    y = (rng.rand(200) < p**2).astype(int)
+    full = np.column_stack([1 - p, p])
+    for metric in (
+        expected_calibration_error,
+        maximum_calibration_error,
+        classwise_calibration_error,
+    ):
+        assert metric(y, p) == metric(y, full)
+
+
+def test_string_labels_and_explicit_labels():
+    y = np.array(["b", "a", "b", "c"])
+    proba = np.array([[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.3, 0.6, 0.1], [0.1, 0.1, 0.8]])
+    numeric = expected_calibration_error([1, 0, 1, 2], proba)
+    assert expected_calibration_error(y, proba) == numeric
+    # A test fold missing a class: labels= says which column is which.
+    assert expected_calibration_error(
+        y[:3], proba[:3], labels=["a", "b", "c"]
+    ) == expected_calibration_error([1, 0, 1], proba[:3])
+    with pytest.raises(ValueError, match="pass labels="):
+        expected_calibration_error(y[:3], proba[:3])
+    with pytest.raises(ValueError, match=r"labels not in labels: \['z'\]"):
+        expected_calibration_error(["z", "a", "b", "c"], proba, labels=["a", "b", "c"])
+
+
+def test_sample_weight_equals_repetition(forecast):
+    y, proba = forecast
+    w = np.random.RandomState(2).randint(0, 3, size=len(y))
+    assert expected_calibration_error(y, proba, sample_weight=w) == pytest.approx(
+        expected_calibration_error(np.repeat(y, w), np.repeat(proba, w, 0))
+    )
+
+
+@pytest.mark.parametrize(
+    "y_true, y_prob, kwargs, match",
+    [
+        ([0, 1], [[0.5, 0.5]], {}, "y_true has 2 samples but y_prob has 1"),
+        ([0], [[1.5, -0.5]], {}, r"y_prob must contain probabilities in \[0, 1\]"),
+        ([0], [[np.nan, 0.5]], {}, "y_prob contains NaN"),
+        ([], np.zeros((0, 2)), {}, "empty"),
+        ([0, 1], [0.2, 0.7], {"n_bins": 0}, "n_bins"),
+        ([0, 1], [0.2, 0.7], {"strategy": "log"}, "strategy"),
+        ([0, 1], [0.2, 0.7], {"sample_weight": [0, 0]}, "positive sum"),
+        ([0, 1], [0.2, 0.7], {"sample_weight": [1, -1]}, "non-negative"),
+    ],
+)
+def test_bad_input(y_true, y_prob, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        expected_calibration_error(y_true, y_prob, **kwargs)
+
+
+def test_report_matches_sklearn(forecast):
+    y, proba = forecast
+    report = calibration_report(y, proba)
+    assert report["accuracy"] == pytest.approx(np.mean(proba.argmax(1) == y))
+    assert report["log_loss"] == pytest.approx(log_loss(y, proba), rel=1e-12)
+    assert report["brier_score"] == pytest.approx(
+        brier_score_loss(y, proba), rel=1e-12
+    )
+    assert report["ece"] == pytest.approx(expected_calibration_error(y, proba))
+    assert report["mce"] == pytest.approx(maximum_calibration_error(y, proba))
+    assert report["classwise_ece"] == pytest.approx(
+        classwise_calibration_error(y, proba)
+    )
+    assert report.intervals == {}
+    assert "log_loss" in str(report)
+
+
+def test_report_bootstrap(forecast):
+    y, proba = forecast
+    a = calibration_report(y, proba, n_bootstrap=100, random_state=0)
+    b = calibration_report(y, proba, n_bootstrap=100, random_state=0)
+    assert a.intervals == b.intervals
+    for name, (lo, hi) in a.intervals.items():
+        assert lo <= hi
+        assert lo <= a[name] + 0.02 and a[name] - 0.02 <= hi
+    assert a.intervals["ece"][1] > a.intervals["ece"][0]  # ECE is noisy
+    assert a.to_dict()["n_bootstrap"] == 100
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "neg_expected_calibration_error",
+        "neg_maximum_calibration_error",
+        "neg_classwise_calibration_error",
+        "neg_brier_score",
+        "neg_log_loss",
+    ],
+)
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_scorers_in_grid_search(name, n_classes):
+    X, y = make_classification(
+        n_samples=150, n_classes=n_classes, n_informative=4, random_state=0
+    )
+    search = GridSearchCV(
+        LogisticRegression(), {"C": [0.01, 1.0]}, scoring=get_scorer(name), cv=3
+    ).fit(X, y)
+    assert np.all(search.cv_results_["mean_test_score"] <= 0)
+    model = LogisticRegression().fit(X, y)
+    scorer = get_scorer(name)
+    proba = model.predict_proba(X)
+    if name == "neg_expected_calibration_error":
+        assert scorer(model, X, y) == -expected_calibration_error(y, proba)
+    if name == "neg_brier_score":
+        expected = brier_score_loss(y, proba[:, 1] if n_classes == 2 else proba)
+        assert scorer(model, X, y) == pytest.approx(-expected)
+
+
+def test_multi_metric_and_fallback():
+    X, y = load_iris(return_X_y=True)
+    result = cross_validate(
+        LogisticRegression(max_iter=1000),
+        X,
+        y,
+        cv=3,
+        scoring={
+            "ece": get_scorer("neg_expected_calibration_error"),
+            "acc": get_scorer("accuracy"),
+        },
+    )
+    assert np.all(result["test_acc"] > 0.8)
+    assert np.all(result["test_ece"] <= 0)
+    with pytest.raises(ValueError, match="not a valid scoring value"):
+        get_scorer("no_such_scorer")
