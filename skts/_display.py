@@ -24,7 +24,7 @@ def _pyplot(what: str):
 
 
 def _has_label(ax, label: str) -> bool:
-    handles, labels = ax.get_legend_handles_labels()
+    _, labels = ax.get_legend_handles_labels()
     return label in labels
 
 
@@ -77,8 +77,8 @@ class ReliabilityDisplay:
     >>> matplotlib.use("Agg")
     >>> from skts import ReliabilityDisplay
     >>> disp = ReliabilityDisplay.from_predictions([0, 1, 1, 1], [0.2, 0.9, 0.8, 0.6])
-    >>> disp.ax_.get_xlabel()
-    'Confidence'
+    >>> disp.hist_ax_.get_xlabel(), disp.ax_.get_ylabel()
+    ('Confidence', 'Accuracy')
     """
 
     def __init__(

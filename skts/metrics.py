@@ -360,8 +360,9 @@ def maximum_calibration_error(
     Examples
     --------
     >>> from skts.metrics import maximum_calibration_error
-    >>> round(maximum_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.1]), 6)
-    0.5
+    >>> # bins: three 0.9 forecasts, 2 right (gap 0.233); one 0.6, right (gap 0.4)
+    >>> round(maximum_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.6]), 6)
+    0.4
     """
     curve = reliability_curve(
         y_true,
@@ -643,7 +644,7 @@ def get_scorer(name):
     >>> from skts.metrics import get_scorer
     >>> X, y = load_iris(return_X_y=True)
     >>> model = LogisticRegression(max_iter=1000).fit(X, y)
-    >>> get_scorer("neg_expected_calibration_error")(model, X, y) <= 0
+    >>> bool(get_scorer("neg_expected_calibration_error")(model, X, y) <= 0)
     True
     """
     if isinstance(name, str):

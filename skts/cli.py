@@ -1,0 +1,653 @@
+"""Command line: ``skts demo|fit|apply|report`` (also ``python -m skts``).
+
+Every command reads its inputs completely and checks them before it writes
+anything; outputs go to a temporary file in the target folder that is renamed
+into place, so a failure never leaves a truncated or half-written file. Errors
+are one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from skts import __version__
+from skts._scaler import (
+    _check_class_indices,
+    _check_logits,
+    _check_temperatures,
+    _fit_temperature,
+)
+from skts._temperature import BoundaryTemperatureWarning, log_softmax, softmax
+from skts.metrics import calibration_report
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+
+class CLIError(Exception):
+    """A problem with the user's input, reported as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise CLIError(message)
+
+
+# --------------------------------------------------------------------------
+# Reading inputs.
+
+
+def _load_array(path: str, *, what: str, key: str | None = None) -> NDArray:
+    """An array from .npy (memory-mapped), .npz (``key``), .csv or .txt."""
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"cannot read {what} file {path!r}: no such file")
+    suffix = p.suffix.lower()
+    _check_magic(p, suffix, what)
+    try:
+        if suffix == ".npy":
+            return np.load(p, mmap_mode="r", allow_pickle=False)
+        if suffix == ".npz":
+            with np.load(p, allow_pickle=False) as archive:
+                names = list(archive.files)
+                if key is None:
+                    if len(names) != 1:
+                        raise CLIError(
+                            f"{what} file {path!r} holds {names}; choose one with --key"
+                            if what == "logits"
+                            else f"{what} file {path!r} holds {names}; choose one "
+                            "with --labels-key"
+                        )
+                    key = names[0]
+                if key not in names:
+                    raise CLIError(
+                        f"{what} file {path!r} has no array {key!r}: {names}"
+                    )
+                return archive[key]
+        if suffix in (".csv", ".txt"):
+            delimiter = "," if suffix == ".csv" else None
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # an empty file is an error
+                return np.loadtxt(p, delimiter=delimiter, ndmin=1, dtype=np.float64)
+    except CLIError:
+        raise
+    except Exception as exc:  # corrupt files raise many types; name the file
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(f"cannot read {what} file {path!r}: {reason}") from None
+    raise CLIError(
+        f"cannot read {what} file {path!r}: unknown extension {suffix!r} "
+        "(use .npy, .npz, .csv or .txt)"
+    )
+
+
+def _check_magic(p: Path, suffix: str, what: str) -> None:
+    """Reject a file whose header is not that of its extension (numpy would
+    otherwise try to unpickle a non-.npy file, with a misleading message)."""
+    expected = {".npy": b"\x93NUMPY", ".npz": b"PK\x03\x04"}.get(suffix)
+    if expected is None:
+        return
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(expected))
+    except OSError as exc:
+        raise CLIError(f"cannot read {what} file {str(p)!r}: {exc.strerror}") from None
+    if head != expected:
+        raise CLIError(
+            f"cannot read {what} file {str(p)!r}: not a {suffix} file (bad header)"
+        )
+
+
+def _load_logits(path: str, key: str | None) -> NDArray:
+    arr = _load_array(path, what="logits", key=key)
+    if arr.dtype.kind not in "fiu":
+        raise CLIError(f"logits file {path!r} must hold numbers; got dtype {arr.dtype}")
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    try:
+        return _check_logits(arr, name=f"logits file {path!r}")
+    except ValueError as exc:
+        raise CLIError(str(exc).rstrip(".")) from None
+
+
+def _load_labels(path: str, key: str | None, shape: tuple[int, int]) -> NDArray:
+    arr = _load_array(path, what="labels", key=key)
+    arr = np.asarray(arr)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise CLIError(f"labels file {path!r} must be 1-D; got shape {arr.shape}")
+    if arr.shape[0] != shape[0]:
+        raise CLIError(
+            f"the logits file has {shape[0]} rows but labels file {path!r} has "
+            f"{arr.shape[0]} labels"
+        )
+    try:
+        return _check_class_indices(arr, shape, name=f"labels file {path!r}")
+    except ValueError as exc:
+        raise CLIError(str(exc).rstrip(".")) from None
+
+
+def parse_temperatures(spec: str | None) -> NDArray[np.float64]:
+    """Candidate temperatures from ``"0.5,1,2"`` or ``"geom:LOW:HIGH:COUNT"``."""
+    if spec is None:
+        return _check_temperatures(None)
+    try:
+        if spec.startswith("geom:"):
+            parts = spec.split(":")
+            if len(parts) != 4:
+                raise ValueError
+            low, high, count = float(parts[1]), float(parts[2]), int(parts[3])
+            if not (0 < low <= high and np.isfinite(high) and count >= 1):
+                raise ValueError
+            values = np.geomspace(low, high, count)
+        else:
+            values = np.array([float(v) for v in spec.split(",")])
+    except ValueError:
+        raise CLIError(
+            f"--temperatures must be a list like '0.5,1,2' or 'geom:LOW:HIGH:COUNT' "
+            f"with 0 < LOW <= HIGH; got {spec!r}"
+        ) from None
+    try:
+        return _check_temperatures(values)
+    except ValueError as exc:
+        raise CLIError(f"--temperatures: {exc}".rstrip(".")) from None
+
+
+def _load_calibration(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            calib = json.load(fh)
+        t = float(calib["temperature"])
+        n_classes = int(calib["n_classes"])
+    except FileNotFoundError:
+        raise CLIError(f"cannot read calibration file {path!r}: no such file") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CLIError(
+            f"calibration file {path!r} is not a skts calibration: {exc}"
+        ) from None
+    if not (np.isfinite(t) and t > 0):
+        raise CLIError(f"calibration file {path!r} has a bad temperature {t!r}")
+    calib["temperature"], calib["n_classes"] = t, n_classes
+    return calib
+
+
+# --------------------------------------------------------------------------
+# Writing outputs: refuse to clobber, never half-write.
+
+
+def _check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], force: bool):
+    given = [o for o in outputs if o is not None]
+    if len(set(map(os.path.realpath, given))) != len(given):
+        raise CLIError("the output files must be distinct")
+    resolved_inputs = {os.path.realpath(i) for i in inputs}
+    for out in given:
+        if os.path.realpath(out) in resolved_inputs:
+            raise CLIError(f"refusing to overwrite the input file {out!r}")
+        if os.path.exists(out) and not force:
+            raise CLIError(f"output file {out!r} exists; pass --force to overwrite it")
+        folder = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(folder):
+            raise CLIError(f"cannot write {out!r}: folder {folder!r} does not exist")
+
+
+@contextlib.contextmanager
+def _atomic_outputs(paths: Sequence[str]) -> Iterator[list[str]]:
+    """Temporary files beside ``paths``, renamed over them only if all succeed."""
+    temps = []
+    try:
+        for path in paths:
+            folder = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(
+                prefix=".skts-", suffix=Path(path).suffix, dir=folder
+            )
+            os.close(fd)
+            temps.append(tmp)
+        yield temps
+        for tmp, path in zip(temps, paths, strict=True):
+            os.replace(tmp, path)
+        temps = []
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _write_rows(
+    tmp: str, out: str, n_rows: int, n_cols: int | None, dtype, rows_of: Callable
+):
+    """Write ``rows_of(slice)`` block by block as .npy or .csv."""
+    suffix = Path(out).suffix.lower()
+    step = max(1, (1 << 16) // max(n_cols or 1, 1))
+    if suffix == ".npy":
+        shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            arr[rows] = rows_of(rows)
+        arr.flush()
+        del arr
+    elif suffix in (".csv", ".txt"):
+        fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.17g"
+        delimiter = "," if suffix == ".csv" else " "
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for start in range(0, n_rows, step):
+                rows = slice(start, min(start + step, n_rows))
+                np.savetxt(fh, rows_of(rows), fmt=fmt, delimiter=delimiter)
+    else:
+        raise CLIError(
+            f"cannot write {out!r}: unknown extension {suffix!r} (use .npy or .csv)"
+        )
+
+
+def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:
+    if path is not None and Path(path).suffix.lower() not in allowed:
+        raise CLIError(
+            f"cannot write {path!r}: unknown extension {Path(path).suffix!r} "
+            f"(use {' or '.join(allowed)})"
+        )
+
+
+# --------------------------------------------------------------------------
+# Commands.
+
+
+def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict:
+    before = calibration_report(
+        y,
+        softmax(logits, 1.0),
+        n_bootstrap=n_bootstrap,
+        random_state=0,
+        labels=np.arange(logits.shape[1]),
+    )
+    out = {"before": before.to_dict()}
+    if temperature is not None:
+        after = calibration_report(
+            y,
+            softmax(logits, temperature),
+            n_bootstrap=n_bootstrap,
+            random_state=0,
+            labels=np.arange(logits.shape[1]),
+        )
+        out["after"] = after.to_dict()
+    return out
+
+
+def _fit(args: argparse.Namespace) -> int:
+    _check_outputs([args.out], [args.logits, args.labels], args.force)
+    _check_out_suffix(args.out, (".json",))
+    temperatures = parse_temperatures(args.temperatures)
+    logits = _load_logits(args.logits, args.key)
+    y = _load_labels(args.labels, args.labels_key, logits.shape)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", BoundaryTemperatureWarning)
+        result = _fit_temperature(logits, y, temperatures, None, args.solver, args.tol)
+    for w in caught:
+        print(f"skts fit: warning: {w.message}", file=sys.stderr)
+    grid = np.unique(temperatures)
+    calib = {
+        "skts_version": __version__,
+        "temperature": result.temperature,
+        "solver": args.solver,
+        "validation_loss": result.loss,
+        "at_boundary": bool(result.at_boundary),
+        "n_samples": int(logits.shape[0]),
+        "n_classes": int(logits.shape[1]),
+        "candidates": {
+            "count": int(grid.size),
+            "min": float(grid[0]),
+            "max": float(grid[-1]),
+            "spec": args.temperatures or "geom:0.01:100:1001",
+        },
+        "metrics": _report_pair(logits, y, result.temperature, args.bootstrap),
+    }
+    with _atomic_outputs([args.out]) as (tmp,):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(calib, fh, indent=2)
+            fh.write("\n")
+    print(
+        f"T = {result.temperature:.6g} (validation NLL {result.loss:.6g}, "
+        f"{logits.shape[0]} samples, {logits.shape[1]} classes) -> {args.out}"
+    )
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    outputs = [args.out, args.labels_out]
+    if args.out is None and args.labels_out is None:
+        raise CLIError("nothing to write: give --out and/or --labels-out")
+    _check_outputs(outputs, [args.logits, args.calibration], args.force)
+    for o in outputs:
+        _check_out_suffix(o, (".npy", ".csv", ".txt"))
+    calib = _load_calibration(args.calibration)
+    logits = _load_logits(args.logits, args.key)
+    if logits.shape[1] != calib["n_classes"]:
+        raise CLIError(
+            f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
+            f"calibration was fitted on {calib['n_classes']} classes"
+        )
+    t = calib["temperature"]
+    n, k = logits.shape
+    paths = [o for o in outputs if o is not None]
+    with _atomic_outputs(paths) as temps:
+        tmp_of = dict(zip(paths, temps, strict=True))
+        if args.out is not None:
+            fn = softmax if not args.log else log_softmax
+            _write_rows(
+                tmp_of[args.out],
+                args.out,
+                n,
+                k,
+                np.float64,
+                lambda rows: fn(logits[rows], t),
+            )
+        if args.labels_out is not None:
+            _write_rows(
+                tmp_of[args.labels_out],
+                args.labels_out,
+                n,
+                None,
+                np.int64,
+                lambda rows: np.argmax(logits[rows], axis=1),
+            )
+    print(f"applied T = {t:.6g} to {n} rows -> {', '.join(paths)}")
+    return 0
+
+
+def _format_table(metrics: dict) -> str:
+    """Metrics before (and after) as a text table, with intervals when present."""
+    parts = [("before", metrics["before"])]
+    if "after" in metrics:
+        parts.append(("after", metrics["after"]))
+    level = metrics["before"].get("confidence_level", 0.95)
+    with_ci = bool(metrics["before"]["intervals"])
+    head = f"{'metric':<15}"
+    for label, _ in parts:
+        head += f"{label:>10}"
+        if with_ci:
+            head += f"  {f'{level:.0%} interval':<18}"
+    lines = [head.rstrip()]
+    for name in metrics["before"]["values"]:
+        line = f"{name:<15}"
+        for _, part in parts:
+            line += f"{part['values'][name]:>10.4f}"
+            if with_ci:
+                lo, hi = part["intervals"][name]
+                line += f"  [{lo:.4f}, {hi:.4f}]"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _report(args: argparse.Namespace) -> int:
+    inputs = [args.logits, args.labels] + (
+        [args.calibration] if args.calibration else []
+    )
+    _check_outputs([args.plot], inputs, args.force)
+    _check_out_suffix(args.plot, (".png", ".pdf", ".svg"))
+    calib = _load_calibration(args.calibration) if args.calibration else None
+    logits = _load_logits(args.logits, args.key)
+    y = _load_labels(args.labels, args.labels_key, logits.shape)
+    if calib is not None and logits.shape[1] != calib["n_classes"]:
+        raise CLIError(
+            f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
+            f"calibration was fitted on {calib['n_classes']} classes"
+        )
+    t = None if calib is None else calib["temperature"]
+    metrics = _report_pair(logits, y, t, args.bootstrap)
+    if args.plot:
+        _plot_reliability(args.plot, logits, y, t)
+    if args.json:
+        print(json.dumps({"temperature": t, "metrics": metrics}, indent=2))
+    else:
+        if t is not None:
+            print(f"temperature: {t:.6g}")
+        print(_format_table(metrics))
+        if args.plot:
+            print(f"reliability diagram -> {args.plot}")
+    return 0
+
+
+def _plot_reliability(path: str, logits, y, temperature) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CLIError(
+            "--plot needs matplotlib; install it with: pip install 'skts[plot]'"
+        ) from None
+    from skts._display import ReliabilityDisplay
+
+    labels = np.arange(logits.shape[1])
+    disp = ReliabilityDisplay.from_predictions(
+        y, softmax(logits, 1.0), labels=labels, name="uncalibrated"
+    )
+    if temperature is not None:
+        ReliabilityDisplay.from_predictions(
+            y,
+            softmax(logits, temperature),
+            labels=labels,
+            name=f"T = {temperature:.4g}",
+            kind="line",
+            color="tab:green",
+            ax=disp.ax_,
+            hist_ax=disp.hist_ax_,
+        )
+    disp.figure_.tight_layout()
+    with _atomic_outputs([path]) as (tmp,):
+        disp.figure_.savefig(tmp, format=Path(path).suffix.lstrip(".").lower())
+    plt.close(disp.figure_)
+
+
+def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
+    """The main job: train, calibrate and judge a real model, write the figures.
+
+    Digits (1,797 8x8 images, shipped with scikit-learn) are split 50/25/25
+    into train, validation and test. A logistic regression with almost no
+    regularisation (``C=1000``) on the raw pixels is accurate but overconfident;
+    :class:`~skts.TemperatureScaledClassifier` around the frozen model fits T on
+    the validation part, and the test part judges both.
+    """
+    import time
+
+    from sklearn.datasets import load_digits
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    from skts._classifier import TemperatureScaledClassifier
+
+    start = time.perf_counter()
+
+    def stage(i: int, text: str) -> None:
+        print(f"[{i}/5 {time.perf_counter() - start:5.1f}s] {text}", flush=True)
+
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise CLIError(f"--out {out!r} exists and is not a folder")
+    stage(1, "loading digits (1797 images of 8x8 pixels, 10 classes) ...")
+    X, y = load_digits(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(
+        X, y, train_size=0.5, random_state=0, stratify=y
+    )
+    X_val, X_test, y_val, y_test = train_test_split(
+        X_rest, y_rest, test_size=0.5, random_state=0, stratify=y_rest
+    )
+    print(f"        train {len(y_train)}, validation {len(y_val)}, test {len(y_test)}")
+    stage(2, "training LogisticRegression(C=1000) on the training part ...")
+    model = LogisticRegression(C=1000, max_iter=10000).fit(X_train, y_train)
+    stage(3, "fitting the temperature on the validation part ...")
+    calibrated = TemperatureScaledClassifier(FrozenEstimator(model))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", BoundaryTemperatureWarning)
+        calibrated.fit(X_val, y_val)
+    grid = np.unique(_check_temperatures(None))
+    position = int(np.searchsorted(grid, calibrated.temperature_)) + 1
+    where = "at the boundary!" if caught else "inside the range"
+    print(
+        f"        T = {calibrated.temperature_:.4f}: candidate {position} of "
+        f"{grid.size} in [{grid[0]:g}, {grid[-1]:g}], {where}"
+    )
+    stage(4, f"judging on the test part ({n_bootstrap} bootstrap resamples) ...")
+    p_before = model.predict_proba(X_test)
+    p_after = calibrated.predict_proba(X_test)
+    kw = {"n_bootstrap": n_bootstrap, "random_state": 0, "labels": model.classes_}
+    before = calibration_report(y_test, p_before, **kw).to_dict()
+    after = calibration_report(y_test, p_after, **kw).to_dict()
+    print()
+    print(_format_table({"before": before, "after": after}))
+    print()
+    print(
+        "accuracy is unchanged by construction; for the rest lower is better. "
+        "Intervals: percentile bootstrap over test rows."
+    )
+    stage(5, f"writing figures into {folder}/ ...")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("        matplotlib is missing: pip install 'skts[plot]' for figures")
+        return 0
+    from skts._display import ReliabilityDisplay, TemperatureCurveDisplay
+
+    folder.mkdir(parents=True, exist_ok=True)
+    disp = ReliabilityDisplay.from_predictions(
+        y_test, p_before, labels=model.classes_, name="LogisticRegression"
+    )
+    ReliabilityDisplay.from_predictions(
+        y_test,
+        p_after,
+        labels=model.classes_,
+        name=f"T = {calibrated.temperature_:.3g}",
+        kind="line",
+        color="tab:green",
+        ax=disp.ax_,
+        hist_ax=disp.hist_ax_,
+    )
+    disp.ax_.set_title("Digits, test part: before and after")
+    disp.figure_.tight_layout()
+    curve = TemperatureCurveDisplay.from_estimator(calibrated, X_val, y_val)
+    curve.ax_.set_title("Validation log-loss over the candidates")
+    curve.figure_.tight_layout()
+    paths = [folder / "reliability.png", folder / "temperature_curve.png"]
+    with _atomic_outputs([str(p) for p in paths]) as temps:
+        disp.figure_.savefig(temps[0], format="png", dpi=100)
+        curve.figure_.savefig(temps[1], format="png", dpi=100)
+    plt.close("all")
+    for p in paths:
+        print(f"        wrote {p}")
+    print(f"done in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return run_demo(args.out, n_bootstrap=args.bootstrap)
+
+
+# --------------------------------------------------------------------------
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="skts",
+        description="Temperature-scaling calibration for logit files.",
+    )
+    parser.add_argument("--version", action="version", version=f"skts {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def inputs(p, labels: bool):
+        p.add_argument("--logits", required=True, help=".npy, .npz, .csv or .txt")
+        p.add_argument("--key", help="array name inside an .npz logits file")
+        if labels:
+            p.add_argument(
+                "--labels", required=True, help="integer class indices 0..K-1"
+            )
+            p.add_argument("--labels-key", help="array name inside an .npz labels file")
+        p.add_argument("--force", action="store_true", help="overwrite outputs")
+
+    p = sub.add_parser("demo", help="run the whole story on a real model")
+    p.add_argument("--out", default="skts-demo", help="folder for the figures")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("fit", help="choose T on validation logits")
+    inputs(p, labels=True)
+    p.add_argument("--temperatures", help="'0.5,1,2' or 'geom:0.01:100:1001'")
+    p.add_argument("--solver", choices=["grid", "continuous"], default="grid")
+    p.add_argument("--tol", type=float, default=1e-10, help="continuous tolerance")
+    p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
+    p.add_argument("--out", required=True, help="calibration JSON to write")
+    p.set_defaults(func=_fit)
+
+    p = sub.add_parser("apply", help="write calibrated probabilities")
+    inputs(p, labels=False)
+    p.add_argument("--calibration", required=True, help="JSON from 'skts fit'")
+    p.add_argument("--out", help="probabilities, .npy or .csv")
+    p.add_argument("--log", action="store_true", help="write log-probabilities")
+    p.add_argument("--labels-out", help="predicted class indices, .npy or .csv")
+    p.set_defaults(func=_apply)
+
+    p = sub.add_parser("report", help="calibration metrics, before (and after)")
+    inputs(p, labels=True)
+    p.add_argument("--calibration", help="JSON from 'skts fit'")
+    p.add_argument("--plot", help="write a reliability diagram (.png/.pdf/.svg)")
+    p.add_argument("--json", action="store_true", help="print JSON, not a table")
+    p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
+    p.set_defaults(func=_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code.
+
+    Parameters
+    ----------
+    argv : sequence of str, default=None
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success, 2 on bad input (one line on stderr).
+
+    Examples
+    --------
+    >>> from skts.cli import main
+    >>> main(["fit", "--logits", "missing.npy", "--labels", "y.npy", "--out", "c.json"])
+    2
+    """
+    parser = _build_parser()
+    command = "skts"
+    try:
+        args = parser.parse_args(argv)
+        command = f"skts {args.command}"
+        if getattr(args, "bootstrap", 0) < 0:
+            raise CLIError("--bootstrap must be >= 0")
+        return int(args.func(args))
+    except CLIError as exc:
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:  # validation errors from skts itself
+        print(f"{command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
