@@ -511,7 +511,7 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
     print(_format_table({"before": before, "after": after}))
     print()
     print(
-        "accuracy is unchanged by construction; for the rest lower is better. "
+        "Accuracy is unchanged by construction; for the rest lower is better. "
         "Intervals: percentile bootstrap over test rows."
     )
     stage(5, f"writing figures into {folder}/ ...")
