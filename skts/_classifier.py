@@ -110,7 +110,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
     n_features_in_ : int
         Number of features seen by ``estimator_``.
 
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Feature names seen by ``estimator_``, when it has them.
 
     Raises

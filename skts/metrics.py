@@ -491,7 +491,9 @@ def _report_values(idx, proba, w, n_bins, classwise_bins) -> dict[str, float]:
     hits = (top == idx).astype(np.float64)
     conf = proba[np.arange(len(idx)), top]
     ece_curve = _curve(conf, hits, w, n_bins, "uniform")
-    p_true = np.maximum(proba[np.arange(len(idx)), idx], np.finfo(np.float64).tiny)
+    # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
+    eps = np.finfo(np.float64).eps
+    p_true = np.clip(proba[np.arange(len(idx)), idx], eps, 1 - eps)
     onehot_err = proba.copy()
     onehot_err[np.arange(len(idx)), idx] -= 1.0
     brier = np.einsum("ij,ij->i", onehot_err, onehot_err)
