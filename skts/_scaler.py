@@ -333,7 +333,7 @@ def _check_weights(sample_weight, n_samples: int) -> NDArray | None:
     """Non-negative finite float64 weights with a positive sum, or None."""
     if sample_weight is None:
         return None
-    if np.ndim(sample_weight) == 0:
+    if isinstance(sample_weight, Real):
         sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
     sample_weight = check_array(
         sample_weight,

@@ -17,8 +17,10 @@ with ``m = max_j z_j``: the largest exponent is exactly 0, so nothing overflows.
 from __future__ import annotations
 
 import math
+import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +44,8 @@ __all__ = [
 _BLOCK_ELEMENTS = 1 << 16
 _EPS = float(np.finfo(np.float64).eps)
 _BIG = float(np.finfo(np.float64).max)
+# Up to this many classes, blocks are handled column-wise (see _centred32).
+_TRANSPOSE_MAX_CLASSES = 32
 
 
 class BoundaryTemperatureWarning(UserWarning):
@@ -70,10 +74,54 @@ def _blocks(n_samples: int, n_classes: int) -> Iterator[slice]:
         yield slice(start, min(start + step, n_samples))
 
 
+def _n_threads(n_jobs: int | None, n_elements: int) -> int:
+    """Threads for a pass: ``None`` means 1 (as in scikit-learn), -1 all cores."""
+    cores = os.cpu_count() or 1
+    if n_jobs is None or n_elements < 1 << 16:
+        return 1
+    if n_jobs < 0:
+        return max(1, cores + 1 + n_jobs)
+    return max(1, int(n_jobs))
+
+
+def _map_blocks(
+    fn: Callable[[slice], object], n_samples: int, n_classes: int, n_jobs: int | None
+) -> list:
+    """``fn`` over the row blocks, results in block order.
+
+    numpy releases the GIL inside its loops, so threads over blocks use several
+    cores; callers reduce the results in block order, so the answer does not
+    depend on the number of threads.
+    """
+    slices = list(_blocks(n_samples, n_classes))
+    threads = min(_n_threads(n_jobs, n_samples * n_classes), len(slices))
+    if threads <= 1:
+        return [fn(rows) for rows in slices]
+    # Contiguous groups of blocks per task keep the per-task overhead small.
+    groups = [slices[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(lambda g: [fn(rows) for rows in g], groups))
+    out: list = [None] * len(slices)
+    for i, part in enumerate(parts):
+        out[i::threads] = part
+    return out
+
+
+def _row_max(z: NDArray) -> NDArray:
+    """Row maxima; with few columns, column by column (numpy's per-row reduce
+    loop is slow on short rows). Either way the result is exact."""
+    if z.shape[1] > _TRANSPOSE_MAX_CLASSES:
+        return z.max(axis=1)
+    m = z[:, 0].copy()
+    for j in range(1, z.shape[1]):
+        np.maximum(m, z[:, j], out=m)
+    return m
+
+
 def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     """Centred logits ``d = z - max(z)`` and the gap ``m - z_y`` of one block."""
     z = np.asarray(z, dtype=np.float64)
-    m = z.max(axis=1)
+    m = _row_max(z)
     with np.errstate(over="ignore", invalid="ignore"):
         # Differences of logits near +-1e308 may overflow; -max keeps them finite
         # (their exponentials are 0 anyway).
@@ -93,34 +141,56 @@ def _weights_total(sample_weight: NDArray | None, n_samples: int) -> float:
     return float(np.sum(sample_weight, dtype=np.float64))
 
 
+def _scale(sample_weight: NDArray | None, rows: slice, n: int, total: float):
+    # Normalised weights: the mean stays finite whenever it is representable,
+    # even when the plain sum of the row losses would overflow.
+    if sample_weight is None:
+        return np.full(n, 1.0 / total)
+    return sample_weight[rows] / total
+
+
+def _nll_block(logits, y, sample_weight, total_weight, rows, temperatures) -> NDArray:
+    """Weighted sum of the float64 row losses of one block, per temperature."""
+    d, gap = _block_terms(logits[rows], y[rows])
+    scale = _scale(sample_weight, rows, d.shape[0], total_weight)
+    out = np.empty(temperatures.shape[0])
+    for k, t in enumerate(temperatures):
+        losses = _row_nll(d, gap, float(t))
+        if sample_weight is not None:
+            # A row of weight 0 counts for nothing, even with an infinite loss.
+            losses = np.where(scale > 0, losses, 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[k] = np.dot(scale, losses)
+    return out
+
+
 def nll_many(
     logits: NDArray,
     y: NDArray,
     temperatures: ArrayLike,
     sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
 ) -> NDArray[np.float64]:
     """Validation loss ``L(T)`` at each of ``temperatures``, in one read of the data.
 
     The value for one temperature does not depend on which other temperatures
-    are evaluated with it: ``nll_many(z, y, [a, b])[0] == nll(z, y, a)`` bit for
-    bit. This routine is the float64 reference of every decision in skts.
+    are evaluated with it, nor on ``n_jobs``:
+    ``nll_many(z, y, [a, b])[0] == nll(z, y, a)`` bit for bit. This float64
+    routine is the reference of every decision in skts ("brute force" is this
+    routine at every candidate).
     """
     temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
     n_samples, n_classes = logits.shape
-    totals = np.zeros(temperatures.shape[0], dtype=np.float64)
     total_weight = _weights_total(sample_weight, n_samples)
-    for rows in _blocks(n_samples, n_classes):
-        d, gap = _block_terms(logits[rows], y[rows])
-        # Normalised weights: the mean stays finite whenever it is representable,
-        # even when the plain sum of the row losses would overflow.
-        if sample_weight is None:
-            scale = np.full(d.shape[0], 1.0 / total_weight)
-        else:
-            scale = sample_weight[rows] / total_weight
-        for k, t in enumerate(temperatures):
-            losses = _row_nll(d, gap, float(t))
-            with np.errstate(over="ignore", invalid="ignore"):
-                totals[k] += np.dot(scale, losses)
+
+    def block(rows: slice) -> NDArray:
+        return _nll_block(logits, y, sample_weight, total_weight, rows, temperatures)
+
+    totals = np.zeros(temperatures.shape[0], dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
+            totals += part
     return totals
 
 
@@ -129,9 +199,11 @@ def nll(
     y: NDArray,
     temperature: float,
     sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
 ) -> float:
     """Validation loss ``L(T)`` (mean negative log-likelihood) at one temperature."""
-    return float(nll_many(logits, y, [temperature], sample_weight)[0])
+    return float(nll_many(logits, y, [temperature], sample_weight, n_jobs=n_jobs)[0])
 
 
 def derivatives(
@@ -139,33 +211,118 @@ def derivatives(
     y: NDArray,
     beta: float,
     sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
+    precision: str = "float64",
 ) -> tuple[float, float, float]:
     """``F(beta)``, ``F'(beta)`` and ``F''(beta)`` with ``F(beta) = L(1/beta)``.
 
     ``F'`` is the mean of ``E_p[z] - z_y`` and ``F''`` the mean variance of ``z``
     under ``p = softmax(beta z)``, which is why ``F`` is convex in ``beta``.
+    ``precision="float32"`` does the per-element arithmetic in float32 (about
+    7 times cheaper exponentials, relative error ~1e-6) and accumulates in
+    float64: good enough to steer a search, never used to decide one.
     """
+    f, g, h = _derivatives_many(
+        logits, y, [beta], sample_weight, n_jobs=n_jobs, precision=precision
+    )[0]
+    return float(f), float(g), float(h)
+
+
+def _derivatives_many(
+    logits: NDArray,
+    y: NDArray,
+    betas,
+    sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
+    precision: str = "float64",
+) -> NDArray[np.float64]:
+    """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
     n_samples, n_classes = logits.shape
     total = _weights_total(sample_weight, n_samples)
-    f = g = h = 0.0
-    for rows in _blocks(n_samples, n_classes):
-        d, gap = _block_terms(logits[rows], y[rows])
-        w = None if sample_weight is None else sample_weight[rows]
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            e = np.exp(d * beta)
-            s = e.sum(axis=1)
-            p = e / s[:, None]
-            # (p * d) * d, not p * d**2: p is 0 wherever d**2 could overflow.
-            pd = p * d
-            mean_d = pd.sum(axis=1)
-            var_d = np.maximum((pd * d).sum(axis=1) - mean_d * mean_d, 0.0)
-            loss = gap * beta + np.log(s)
-            grad = mean_d + gap
-            scale = np.full(d.shape[0], 1.0 / total) if w is None else w / total
-            f += np.dot(scale, loss)
-            g += np.dot(scale, grad)
-            h += np.dot(scale, var_d)
-    return float(f), float(g), float(h)
+    single = precision == "float32"
+    betas = [float(b) for b in betas]
+
+    def block(rows: slice) -> NDArray:
+        if single:
+            d, gap, axis = _centred32(logits[rows], y[rows])
+        else:
+            d, gap = _block_terms(logits[rows], y[rows])
+            axis = 1
+        scale = _scale(sample_weight, rows, gap.shape[0], total)
+        out = np.empty((len(betas), 3))
+        bufs = None
+        for k, beta in enumerate(betas):
+            b = np.float32(beta) if single else beta
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                if single and n_classes == 2:
+                    # Binary: one exponential per row, exp(-beta |z_1 - z_0|).
+                    gap_abs = -(d[0] + d[1])
+                    e = np.exp(gap_abs * -b)
+                    s = (1.0 + e).astype(np.float64)
+                    w1 = e.astype(np.float64) / s
+                    mean_d = -gap_abs * w1
+                    second = gap_abs.astype(np.float64) ** 2 * w1
+                    loss = gap * beta + np.log1p(e).astype(np.float64)
+                else:
+                    if bufs is None:  # scratch buffers, reused for every beta
+                        bufs = (np.empty_like(d), np.empty_like(d))
+                    e, ed = bufs
+                    np.multiply(d, b, out=e)
+                    np.exp(e, out=e)
+                    s = e.sum(axis=axis).astype(np.float64)
+                    # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
+                    np.multiply(e, d, out=ed)
+                    mean_d = ed.sum(axis=axis).astype(np.float64) / s
+                    np.multiply(ed, d, out=ed)
+                    second = ed.sum(axis=axis).astype(np.float64) / s
+                    loss = gap * beta + np.log(s)
+                var_d = np.maximum(second - mean_d * mean_d, 0.0)
+                grad = mean_d + gap
+                if sample_weight is not None:
+                    loss = np.where(scale > 0, loss, 0.0)
+                    grad = np.where(scale > 0, grad, 0.0)
+                    var_d = np.where(scale > 0, var_d, 0.0)
+                out[k] = (
+                    np.dot(scale, loss),
+                    np.dot(scale, grad),
+                    np.dot(scale, var_d),
+                )
+        return out
+
+    totals = np.zeros((len(betas), 3))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
+            totals += part
+    return totals
+
+
+_F32_MIN = float(np.finfo(np.float32).min)
+
+
+def _centred32(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray, int]:
+    """``d = z - max(z)`` in float32, the gap ``m - z_y`` in float64, and the
+    axis of ``d`` that runs over classes.
+
+    Each ``d`` carries one rounding (relative error <= 2**-24): float32 input
+    is centred in float32, float64 input in float64 and then rounded. The gap,
+    a per-row quantity, is exact for float32 input. With few classes ``d`` is
+    transposed to ``(n_classes, n_rows)``: numpy then reduces over classes with
+    whole-vector additions instead of one short loop per row.
+    """
+    if z.dtype == np.float32:
+        m = _row_max(z)
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = np.maximum(z - m[:, None], np.float32(_F32_MIN))
+        gap = m.astype(np.float64) - z[np.arange(z.shape[0]), y].astype(np.float64)
+    else:
+        d64, gap = _block_terms(z, y)
+        with np.errstate(over="ignore"):
+            d = np.maximum(d64, _F32_MIN).astype(np.float32)
+    if d.shape[1] <= _TRANSPOSE_MAX_CLASSES:
+        return np.ascontiguousarray(d.T), gap, 0
+    return d, gap, 1
 
 
 def _all_rows_constant(logits: NDArray) -> bool:
@@ -209,6 +366,9 @@ def _newton_beta(
     start: float,
     rtol: float,
     max_iter: int = 60,
+    *,
+    precision: str = "float64",
+    n_jobs: int | None = None,
 ) -> tuple[float, int]:
     """Approximate minimiser of the convex ``F`` on ``[lo, hi]`` (safeguarded Newton).
 
@@ -218,7 +378,9 @@ def _newton_beta(
     passes = 0
     tried_lo = tried_hi = False
     for _ in range(max_iter):
-        _, g, h = derivatives(logits, y, beta, sample_weight)
+        _, g, h = derivatives(
+            logits, y, beta, sample_weight, precision=precision, n_jobs=n_jobs
+        )
         passes += 1
         if not np.isfinite(g) or g == 0.0:
             break
@@ -248,15 +410,16 @@ def _newton_beta(
     return beta, passes
 
 
-def grid_search(
+def _grid_search_float64(
     logits: NDArray,
     y: NDArray,
     temperatures: NDArray,
     sample_weight: NDArray | None = None,
     *,
     start: float = 1.0,
+    n_jobs: int | None = None,
 ) -> SearchResult:
-    """The exact rule ``T* = min argmin_{T in temperatures} L(T)``.
+    """The exact rule, deciding every comparison in float64 (the robust path).
 
     The answer equals brute force (``nll_many`` at every candidate, then the
     smallest candidate among those with the smallest computed loss) bit for
@@ -285,7 +448,7 @@ def grid_search(
 
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
     beta, passes = _newton_beta(
-        logits, y, sample_weight, beta_lo, beta_hi, start, rtol=1e-4
+        logits, y, sample_weight, beta_lo, beta_hi, start, rtol=1e-4, n_jobs=n_jobs
     )
     # Candidates (ascending T) on either side of T = 1/beta.
     j = int(np.searchsorted(cand, 1.0 / beta))
@@ -296,7 +459,7 @@ def grid_search(
         nonlocal passes
         todo = [i for i in idx if i not in losses]
         if todo:
-            values = nll_many(logits, y, cand[todo], sample_weight)
+            values = nll_many(logits, y, cand[todo], sample_weight, n_jobs=n_jobs)
             losses.update(zip(todo, values.tolist(), strict=True))
             passes += 1
 
@@ -331,6 +494,291 @@ def grid_search(
     return SearchResult(float(cand[chosen]), best, at_boundary, passes)
 
 
+_U32 = 2.0**-24
+# Up to this many logits, the reported loss is the float64 value (cheap there).
+_EXACT_LOSS_ELEMENTS = 1 << 22
+
+
+def _error64_factor(n_samples: int, n_classes: int) -> float:
+    """``c`` with ``|computed L - exact L| <= c * (|L| + 1)`` for ``nll_many``."""
+    return _error_bound(0.0, n_samples, n_classes)
+
+
+def _window_pass32(
+    logits: NDArray,
+    y: NDArray,
+    sample_weight: NDArray | None,
+    temperatures: NDArray,
+    n_jobs: int | None,
+    exact: NDArray | None = None,
+) -> tuple[NDArray, NDArray, NDArray]:
+    """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
+
+    One read of the data. The exponentials and their row sums run in float32
+    (about 7 times cheaper than float64), everything per row is accumulated in
+    float64. Returns ``(estimate, bound)`` with ``|estimate - L| <= bound`` for
+    the exact loss ``L``. The float64 reference values (``nll_many``, bit for
+    bit) at the temperatures ``exact`` come from the same read, as a third
+    array.
+
+    Notes
+    -----
+    Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
+    ``S`` has a relative error of at most ``u * (8 + 24 + log2 K + 3 E_p|u|)``
+    (``u = 2**-24``): 4 ulp per exponential, numpy's pairwise sum, and the
+    roundings of ``d``, ``beta`` and their product, each amplified by
+    ``|u_j|`` through the exponential. ``log S`` adds 4 ulp of itself. The
+    bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
+    measured at the smallest ``beta`` of the call and used for all.
+    """
+    temperatures = np.asarray(temperatures, dtype=np.float64)
+    order = np.argsort(-temperatures)  # ascending beta: the reference comes first
+    n_samples, n_classes = logits.shape
+    total = _weights_total(sample_weight, n_samples)
+    log2k = math.log2(max(n_classes, 2))
+
+    exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
+
+    def block(rows: slice) -> tuple[NDArray, NDArray, NDArray]:
+        ref = (
+            _nll_block(logits, y, sample_weight, total, rows, exact_t)
+            if exact_t.size
+            else np.zeros(0)
+        )
+        binary = n_classes == 2
+        if binary:
+            # One exponential per row, S = 1 + exp(-beta |z_1 - z_0|): cheap
+            # enough in float64, whose tight bound separates close candidates.
+            unit = _EPS / 2.0
+            z = np.asarray(logits[rows], dtype=np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                gap_abs = np.minimum(np.abs(z[:, 1] - z[:, 0]), _BIG)
+            gap = np.where(
+                z[np.arange(z.shape[0]), y[rows]] >= _row_max(z), 0.0, gap_abs
+            )
+        else:
+            unit = _U32
+            d, gap, axis = _centred32(logits[rows], y[rows])
+        scale = _scale(sample_weight, rows, gap.shape[0], total)
+        est = np.empty(temperatures.shape[0])
+        err = np.empty(temperatures.shape[0])
+        abs_d = buf = None
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            for k in order:
+                t = float(temperatures[k])
+                if binary:
+                    e = np.exp(gap_abs * (-1.0 / t))
+                    if abs_d is None:
+                        abs_d = gap_abs * e / (1.0 + e)
+                    lse = np.log1p(e)
+                else:
+                    # One scratch buffer per block: no allocation per candidate.
+                    e = buf = np.empty_like(d) if buf is None else buf
+                    np.multiply(d, np.float32(1.0 / t), out=e)
+                    np.exp(e, out=e)
+                    s = e.sum(axis=axis)
+                    if abs_d is None:
+                        abs_d = -(e * d).sum(axis=axis).astype(np.float64) / s
+                    lse = np.log(s).astype(np.float64)
+                row = gap / t + lse
+                row_err = (32.0 + log2k + 3.0 * abs_d / t + 8.0 * lse) * (2.0 * unit)
+                if sample_weight is not None:
+                    row = np.where(scale > 0, row, 0.0)
+                    row_err = np.where(scale > 0, row_err, 0.0)
+                est[k] = np.dot(scale, row)
+                err[k] = np.dot(scale, row_err) + 4e-38 * n_classes
+        return est, err, ref
+
+    est = np.zeros(temperatures.shape[0])
+    err = np.zeros(temperatures.shape[0])
+    ref = np.zeros(exact_t.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for b_est, b_err, b_ref in _map_blocks(block, n_samples, n_classes, n_jobs):
+            est += b_est
+            err += b_err
+            ref += b_ref
+    # float64 roundings of the per-row terms and of the accumulation.
+    err += _error64_factor(n_samples, n_classes) * (np.abs(est) + 1.0)
+    return est, err, ref
+
+
+def _warm_start(
+    logits: NDArray,
+    y: NDArray,
+    sample_weight: NDArray | None,
+    lo: float,
+    hi: float,
+    start: float,
+) -> tuple[float, float]:
+    """Minimiser of ``F`` on a row subsample and its standard error (in ``beta``).
+
+    The subsample (every k-th row, at most about 2**20 values) costs a few
+    percent of one pass; its answer tells where to look, never what to answer.
+    """
+    n_samples, n_classes = logits.shape
+    m = min(n_samples, max(256, (1 << 20) // n_classes))
+    step = max(1, n_samples // m)
+    rows = slice(0, step * m, step)
+    sub = np.ascontiguousarray(logits[rows])
+    sub_y = y[rows]
+    sub_w = None if sample_weight is None else sample_weight[rows]
+    if sub_w is not None and not sub_w.sum() > 0:
+        sub_w = None
+    beta, _ = _newton_beta(
+        sub, sub_y, sub_w, lo, hi, start, rtol=1e-6, precision="float32", n_jobs=1
+    )
+    if sub.shape[0] >= n_samples:
+        return beta, 0.0
+    # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
+    d, gap, axis = _centred32(sub, sub_y)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        e = np.exp(d * np.float32(beta))
+        s = e.sum(axis=axis).astype(np.float64)
+        ed = e * d
+        mean_d = ed.sum(axis=axis).astype(np.float64) / s
+        second = (ed * d).sum(axis=axis).astype(np.float64) / s
+        var_d = np.maximum(second - mean_d**2, 0.0)
+    grad = mean_d + gap
+    w = np.ones(grad.shape[0]) if sub_w is None else sub_w
+    mean_g = np.average(grad, weights=w)
+    sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
+    curvature = float(np.average(var_d, weights=w))
+    if not curvature > 0 or not np.isfinite(sd):
+        return beta, np.inf
+    return beta, sd / (math.sqrt(grad.shape[0]) * curvature)
+
+
+def grid_search(
+    logits: NDArray,
+    y: NDArray,
+    temperatures: NDArray,
+    sample_weight: NDArray | None = None,
+    *,
+    start: float = 1.0,
+    n_jobs: int | None = None,
+) -> SearchResult:
+    """The exact rule ``T* = min argmin_{T in temperatures} L(T)``.
+
+    The answer equals brute force (``nll_many`` at every candidate, then the
+    smallest candidate among those with the smallest computed loss) bit for
+    bit, at a cost independent of the number of candidates in all but
+    degenerate cases, and of about one read of the data in the usual case.
+
+    Notes
+    -----
+    ``F(beta) = L(1/beta)`` is convex, so over the candidates sorted by
+    temperature the exact losses fall and then rise. A row subsample says
+    where the minimum is likely to be. One float32 pass then evaluates the
+    candidates around it, each with a rigorous error bound, so each exact loss
+    is known to lie in an interval. The float64 brute-force values lie within
+    their own (smaller) error bound of the exact ones. If, on both sides of
+    the window, the edge candidate's interval lies strictly above that of the
+    window's best, convexity puts every candidate further out above it too: no
+    outside candidate can win or tie in float64. Inside the window, candidates
+    whose intervals leave the best one's are decided; any that remain close
+    are evaluated in float64 with the reference routine and the rule is applied
+    to those values literally. When a window does not settle the question it
+    is widened; if the data are degenerate (long plateaus of equal losses),
+    the float64 search takes over.
+    """
+    cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
+    n_samples, n_classes = logits.shape
+    n_cand = cand.shape[0]
+    if n_cand == 1 or _all_rows_constant(logits):
+        # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
+        # gives the smallest candidate without any floating-point comparison.
+        loss = nll(logits, y, float(cand[0]), sample_weight, n_jobs=n_jobs)
+        return SearchResult(float(cand[0]), loss, n_cand > 1, 1)
+
+    beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
+    beta0, se = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
+    passes = 0
+    beta = beta0
+    if not 3.0 * se <= 0.01 * beta0:
+        # The subsample leaves the minimum uncertain by more than a grid step
+        # or so: one full float32 Newton step from its answer (quadratic
+        # convergence) before looking at candidates.
+        _, g, h = derivatives(
+            logits, y, beta0, sample_weight, precision="float32", n_jobs=n_jobs
+        )
+        passes += 1
+        if np.isfinite(g) and np.isfinite(h) and h > 0:
+            reach = 4.0 * se if np.isfinite(se) else np.inf
+            beta = min(
+                max(beta0 - g / h, beta0 - reach, beta_lo), beta0 + reach, beta_hi
+            )
+    # The candidate nearest to 1/beta (in log T) is the likely answer; look at
+    # it and its two neighbours.
+    j = int(np.searchsorted(cand, 1.0 / beta))
+    if 0 < j < n_cand and math.log(cand[j] * beta) > -math.log(cand[j - 1] * beta):
+        j -= 1
+    j = min(j, n_cand - 1)
+    lo, hi = max(j - 1, 0), min(j + 1, n_cand - 1)
+
+    c64 = _error64_factor(n_samples, n_classes)
+    est: dict[int, float] = {}
+    err: dict[int, float] = {}
+    exact: dict[int, float] = {}
+    guess = j
+    # Small inputs report the float64 loss at the answer (fused into the window
+    # pass); large ones the float32 estimate, within its proven bound.
+    want_exact = n_samples * n_classes <= _EXACT_LOSS_ELEMENTS
+    for _ in range(8):
+        todo = [i for i in range(lo, hi + 1) if i not in est]
+        if todo:
+            extra = [guess] if want_exact and guess not in exact else []
+            e, b, r = _window_pass32(
+                logits, y, sample_weight, cand[todo], n_jobs, exact=cand[extra]
+            )
+            est.update(zip(todo, e.tolist(), strict=True))
+            err.update(zip(todo, b.tolist(), strict=True))
+            exact.update(zip(extra, r.tolist(), strict=True))
+            passes += 1
+        if not all(np.isfinite(est[i]) and np.isfinite(err[i]) for i in est):
+            break
+        window = range(lo, hi + 1)
+        best = min(window, key=lambda i: (est[i], i))
+        upper = est[best] + err[best]
+        upper += c64 * (abs(upper) + 1.0)  # bound on the float64 value at best
+
+        def lower(i: int) -> float:
+            low = est[i] - err[i]
+            return low - c64 * (abs(low) + 1.0)  # bound on the float64 value at i
+
+        left_ok = lo == 0 or (lo != best and lower(lo) > upper)
+        right_ok = hi == n_cand - 1 or (hi != best and lower(hi) > upper)
+        if left_ok and right_ok:
+            close = [i for i in window if i == best or lower(i) <= upper]
+            if len(close) == 1 and not want_exact:
+                return SearchResult(
+                    float(cand[best]), est[best], best in (0, n_cand - 1), passes
+                )
+            todo = [i for i in close if i not in exact]
+            if todo:
+                # Too close for float32 (or not yet known): the float64 values.
+                values = nll_many(logits, y, cand[todo], sample_weight, n_jobs=n_jobs)
+                exact.update(zip(todo, values.tolist(), strict=True))
+                passes += 1
+            top = min(exact[i] for i in close)
+            chosen = min(i for i in close if exact[i] == top)
+            return SearchResult(
+                float(cand[chosen]), top, chosen in (0, n_cand - 1), passes
+            )
+        guess = best
+        width = hi - lo + 1
+        if not left_ok:
+            lo = max(lo - width, 0)
+        if not right_ok:
+            hi = min(hi + width, n_cand - 1)
+    # Degenerate data (plateaus, non-finite losses): decide everything in float64.
+    result = _grid_search_float64(
+        logits, y, cand, sample_weight, start=beta, n_jobs=n_jobs
+    )
+    return SearchResult(
+        result.temperature, result.loss, result.at_boundary, passes + result.n_passes
+    )
+
+
 def solve_continuous(
     logits: NDArray,
     y: NDArray,
@@ -340,69 +788,109 @@ def solve_continuous(
     *,
     tol: float = 1e-10,
     start: float = 1.0,
+    n_jobs: int | None = None,
 ) -> SearchResult:
-    """Minimise ``L(T)`` over ``[t_min, t_max]`` by bracketed bisection in ``beta``.
+    """Minimise ``L(T)`` over ``[t_min, t_max]``: bracketed Newton in ``beta``.
 
-    Works on ``F(beta) = L(1/beta)`` over ``[1/t_max, 1/t_min]``, of width ``W``,
-    with the absolute tolerance ``tau = tol * 1/t_min`` in ``beta``. Newton steps
-    are taken inside the bracket only where even their worse outcome leaves a
-    bracket that the remaining bisection steps can reduce below ``tau``; so the
-    answer is within ``tau`` of a minimiser after at most
-    ``ceil(log2(W / tau))`` evaluations of ``F'``. When ``F'`` keeps one sign on
-    the whole interval the endpoint is returned.
+    Works on the convex ``F(beta) = L(1/beta)`` over ``[1/t_max, 1/t_min]``, of
+    width ``W``. A row subsample and float32 Newton steps on all the data give
+    a starting point (they steer, they never shrink the bracket). Then float64
+    evaluations of ``F'`` shrink a bracket around the minimiser, with Newton
+    steps allowed wherever even their worse outcome leaves a bracket that the
+    remaining bisection steps can bring below ``tau = tol * beta_start``; so
+    the answer is within ``tau`` of a minimiser after at most
+    ``ceil(log2(W / tau)) + 3`` float64 evaluations (the 3 spare ones let
+    Newton run first; it usually finishes in 2 or 3). When ``F'`` keeps one
+    sign on the whole interval, the endpoint is returned.
     """
     lo, hi = 1.0 / t_max, 1.0 / t_min
     width = hi - lo
     if width <= 0.0:
-        loss = nll(logits, y, t_min, sample_weight)
+        loss = nll(logits, y, t_min, sample_weight, n_jobs=n_jobs)
         return SearchResult(float(t_min), loss, False, 1)
-    tau = tol * hi
-    budget = max(1, math.ceil(math.log2(width / tau)))
-    neg_seen = pos_seen = False  # a sign of F' seen inside, at the lower/upper end
-    x = min(max(start, lo), hi)
+    x, se = _warm_start(logits, y, sample_weight, lo, hi, start)
     passes = 0
-    for used in range(budget):
-        remaining = budget - used
+    for _ in range(3):
+        if se == 0.0 or not lo < x < hi:
+            break  # the subsample was all the data, or the answer is an end
+        _, g, h = derivatives(
+            logits, y, x, sample_weight, precision="float32", n_jobs=n_jobs
+        )
+        passes += 1
+        if not (np.isfinite(g) and np.isfinite(h) and h > 0):
+            break
+        new = min(max(x - g / h, lo), hi)
+        # Newton converges quadratically: after a step below 0.2% the error is
+        # about 1e-6, which is all float32 can resolve; float64 takes over.
+        done = abs(new - x) <= 2e-3 * x
+        x = new
+        if done:
+            break
+    tau = tol * max(x, lo)
+    budget = max(1, math.ceil(math.log2(width / tau))) + 3
+    a, b = lo, hi
+    neg_seen = pos_seen = False
+    values: dict[float, float] = {}
+    points = [x]
+    used = 0
+    while used < budget:
         # Any point whose worse side is <= tau * 2**(remaining - 1) keeps the
         # promise; the midpoint always qualifies.
-        reach = tau * 2.0 ** (remaining - 1)
-        x = min(max(x, hi - reach), lo + reach)
-        _, g, h = derivatives(logits, y, x, sample_weight)
+        evaluated = []
+        for p in points:
+            reach = tau * 2.0 ** (budget - used - 1)
+            evaluated.append(min(max(p, b - reach), a + reach))
+            used += 1
+        results = _derivatives_many(logits, y, evaluated, sample_weight, n_jobs=n_jobs)
         passes += 1
-        if g == 0.0:
-            lo = hi = x
-            break
-        if g > 0:
-            hi, pos_seen = x, True
-        else:
-            lo, neg_seen = x, True
-        if hi - lo <= tau:
+        x, g, h = evaluated[-1], 0.0, 0.0
+        for p, (f, g_p, h_p) in zip(evaluated, results, strict=True):
+            values[p] = f
+            if g_p == 0.0:
+                a = b = p
+            elif g_p > 0:
+                b, pos_seen = min(b, p), True
+            else:
+                a, neg_seen = max(a, p), True
+            if p in (a, b):
+                x, g, h = p, g_p, h_p
+        if a == b or b - a <= tau:
             break
         step = g / h if h > 0 and np.isfinite(h) and np.isfinite(g) else np.inf
-        x = x - step
-        if abs(step) < 0.5 * tau:
-            # Newton has converged: aim just past its target so that the next
-            # sign change closes the bracket below tau.
-            x = x - math.copysign(0.5 * tau, step)
-        if not lo < x < hi:
-            x = 0.5 * (lo + hi)
-    if lo == hi:
-        beta = lo
+        target = x - step
+        if abs(step) < 1e-5 * x:
+            # Newton is in its quadratic phase: its target is far closer than
+            # tau to the root; straddle it, both points in one read.
+            points = [target - 0.45 * tau, target + 0.45 * tau]
+            continue
+        if target >= b:
+            # Beyond the bracket: look at the end itself once (the minimum is
+            # often there), else bisect.
+            target = hi if b == hi and hi not in values else 0.5 * (a + b)
+        elif target <= a:
+            target = lo if a == lo and lo not in values else 0.5 * (a + b)
+        points = [target]
+    if a == b:
+        beta = a
     elif not pos_seen:
         beta = hi  # F' < 0 wherever evaluated: the minimiser is the upper end
     elif not neg_seen:
         beta = lo
     else:
-        beta = 0.5 * (lo + hi)
-    at_boundary = beta in (1.0 / t_max, 1.0 / t_min)
-    if beta == 1.0 / t_max:
+        beta = min((a, b), key=lambda v: values.get(v, np.inf))
+    at_boundary = beta in (lo, hi)
+    if beta == lo:
         temperature = float(t_max)
-    elif beta == 1.0 / t_min:
+    elif beta == hi:
         temperature = float(t_min)
     else:
         temperature = 1.0 / beta
-    loss = nll(logits, y, temperature, sample_weight)
-    return SearchResult(temperature, loss, at_boundary, passes + 1)
+    if beta in values:
+        loss = values[beta]
+    else:
+        loss = nll(logits, y, temperature, sample_weight, n_jobs=n_jobs)
+        passes += 1
+    return SearchResult(float(temperature), float(loss), at_boundary, passes)
 
 
 def warn_boundary(temperature: float, low: float, high: float) -> None:

@@ -224,9 +224,9 @@ def test_model_without_a_response_method():
     with pytest.raises(ValueError, match="NoResponse has no decision_function"):
         TemperatureScaledClassifier(NoResponse()).fit(X, y)
     with pytest.raises(ValueError, match="response_method='scores' is not a method"):
-        TemperatureScaledClassifier(
-            LogisticRegression(), response_method="scores"
-        ).fit(X, y)
+        TemperatureScaledClassifier(LogisticRegression(), response_method="scores").fit(
+            X, y
+        )
 
 
 def test_sample_weight_reaches_the_objective_and_the_inner_fit(digits):
@@ -309,9 +309,14 @@ def test_persistence(digits, tmp_path):
     model, _, X_val, _, y_val = digits
     clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
     joblib.dump(clf, tmp_path / "clf.joblib")
-    for other in (joblib.load(tmp_path / "clf.joblib"), pickle.loads(pickle.dumps(clf))):
+    for other in (
+        joblib.load(tmp_path / "clf.joblib"),
+        pickle.loads(pickle.dumps(clf)),
+    ):
         assert other.temperature_ == clf.temperature_
-        np.testing.assert_array_equal(other.predict_proba(X_val), clf.predict_proba(X_val))
+        np.testing.assert_array_equal(
+            other.predict_proba(X_val), clf.predict_proba(X_val)
+        )
         np.testing.assert_array_equal(other.predict(X_val), clf.predict(X_val))
 
 
@@ -330,3 +335,68 @@ def test_continuous_solver_close_to_grid(digits):
     cont.fit(X_val, y_val)
     assert cont.validation_loss_ <= grid.validation_loss_
     assert abs(np.log(cont.temperature_ / grid.temperature_)) < 0.01
+
+
+# --------------------------------------------------------------------------
+# Hardening: hostile inputs, no partial fits, secure persistence.
+
+
+def test_failed_fit_leaves_a_fitted_classifier_unchanged(digits):
+    model, _, X_val, _, y_val = digits
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    before = {k: v for k, v in vars(clf).items() if k.endswith("_")}
+    for bad_X, bad_y, bad_w in [
+        (X_val, np.full_like(y_val, 42), None),  # labels never seen
+        (np.full_like(X_val, np.nan), y_val, None),  # NaN features
+        (X_val[:, :5], y_val, None),  # wrong number of features
+        (X_val, y_val, np.zeros(len(y_val))),  # all-zero weights
+        (X_val, y_val, np.full(len(y_val), np.nan)),  # NaN weights
+    ]:
+        with pytest.raises(ValueError):
+            clf.fit(bad_X, bad_y, sample_weight=bad_w)
+        after = {k: v for k, v in vars(clf).items() if k.endswith("_")}
+        assert after.keys() == before.keys()
+        assert all(after[k] is before[k] for k in before)
+
+
+def test_predict_with_wrong_number_of_features(digits):
+    model, _, X_val, _, y_val = digits
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    for method in ("predict", "predict_proba", "decision_function"):
+        with pytest.raises(ValueError, match="features"):
+            getattr(clf, method)(X_val[:, :10])
+
+
+def test_non_numeric_features(digits):
+    _, X_train, _, y_train, _ = digits
+    X_text = np.array([["a"] * X_train.shape[1]] * 20)
+    with pytest.raises(ValueError, match="could not convert|numeric"):
+        TemperatureScaledClassifier(LogisticRegression(), cv=2).fit(
+            X_text, y_train[:20]
+        )
+
+
+def test_model_returning_infinite_logits_at_predict_time(digits):
+    _, X_train, X_val, y_train, y_val = digits
+    model = BadLogits().fit(X_train, y_train)
+    clf = TemperatureScaledClassifier(FrozenEstimator(model))
+    with pytest.raises(ValueError, match="non-finite"):
+        clf.fit(X_val, y_val)
+
+
+def test_skops_round_trip_trusts_only_skts_types(digits, tmp_path):
+    sio = pytest.importorskip("skops.io")
+    model, _, X_val, _, y_val = digits
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    path = tmp_path / "clf.skops"
+    sio.dump(clf, path)
+    untrusted = sio.get_untrusted_types(file=path)
+    assert untrusted == ["skts._classifier.TemperatureScaledClassifier"]
+    loaded = sio.load(path, trusted=untrusted)
+    np.testing.assert_array_equal(loaded.predict_proba(X_val), clf.predict_proba(X_val))
+    scaler = TemperatureScaler().fit(model.decision_function(X_val), y_val)
+    data = sio.dumps(scaler)
+    assert sio.get_untrusted_types(data=data) == ["skts._scaler.TemperatureScaler"]
+    assert sio.loads(data, trusted=["skts._scaler.TemperatureScaler"]).temperature_ == (
+        scaler.temperature_
+    )

@@ -55,15 +55,26 @@ def files(tmp_path_factory):
 def test_fit_apply_report_round_trip(files, tmp_path):
     folder, logits, y = files
     calib = tmp_path / "calib.json"
-    r = run("fit", "--logits", folder / "val.npy", "--labels", folder / "val_y.npy",
-            "--out", calib, cwd=tmp_path)
+    r = run(
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        calib,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(calib.read_text())
     expected = TemperatureScaler().fit(logits[:300], y[:300])
     assert data["temperature"] == expected.temperature_
     assert data["validation_loss"] == expected.validation_loss_
     assert data["candidates"] == {
-        "count": 1001, "min": 0.01, "max": 100.0, "spec": "geom:0.01:100:1001"
+        "count": 1001,
+        "min": 0.01,
+        "max": 100.0,
+        "spec": "geom:0.01:100:1001",
     }
     assert data["at_boundary"] is False and data["n_classes"] == 5
     assert set(data["metrics"]) == {"before", "after"}
@@ -72,21 +83,50 @@ def test_fit_apply_report_round_trip(files, tmp_path):
     )
     assert data["skts_version"]
 
-    r = run("apply", "--logits", folder / "test.npy", "--calibration", calib,
-            "--out", tmp_path / "p.npy", "--labels-out", tmp_path / "l.csv", cwd=tmp_path)
+    r = run(
+        "apply",
+        "--logits",
+        folder / "test.npy",
+        "--calibration",
+        calib,
+        "--out",
+        tmp_path / "p.npy",
+        "--labels-out",
+        tmp_path / "l.csv",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     proba = np.load(tmp_path / "p.npy")
     np.testing.assert_allclose(proba, expected.predict_proba(logits[300:]), rtol=1e-12)
     labels = np.loadtxt(tmp_path / "l.csv", dtype=int)
     np.testing.assert_array_equal(labels, logits[300:].argmax(1))
 
-    r = run("apply", "--logits", folder / "test.npy", "--calibration", calib,
-            "--out", tmp_path / "p.csv", cwd=tmp_path)
+    r = run(
+        "apply",
+        "--logits",
+        folder / "test.npy",
+        "--calibration",
+        calib,
+        "--out",
+        tmp_path / "p.csv",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     np.testing.assert_allclose(np.loadtxt(tmp_path / "p.csv", delimiter=","), proba)
 
-    r = run("report", "--logits", folder / "test.npy", "--labels", folder / "test_y.npy",
-            "--calibration", calib, "--json", "--bootstrap", "20", cwd=tmp_path)
+    r = run(
+        "report",
+        "--logits",
+        folder / "test.npy",
+        "--labels",
+        folder / "test_y.npy",
+        "--calibration",
+        calib,
+        "--json",
+        "--bootstrap",
+        "20",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["temperature"] == expected.temperature_
@@ -95,8 +135,18 @@ def test_fit_apply_report_round_trip(files, tmp_path):
     )
     assert len(report["metrics"]["after"]["intervals"]) == 6
 
-    r = run("report", "--logits", folder / "test.npy", "--labels", folder / "test_y.npy",
-            "--calibration", calib, "--plot", tmp_path / "rel.png", cwd=tmp_path)
+    r = run(
+        "report",
+        "--logits",
+        folder / "test.npy",
+        "--labels",
+        folder / "test_y.npy",
+        "--calibration",
+        calib,
+        "--plot",
+        tmp_path / "rel.png",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "ece" in r.stdout and "after" in r.stdout
     assert (tmp_path / "rel.png").read_bytes()[:4] == b"\x89PNG"
@@ -104,29 +154,55 @@ def test_fit_apply_report_round_trip(files, tmp_path):
 
 def test_other_input_formats_and_options(files, tmp_path):
     folder, logits, y = files
-    r = run("fit", "--logits", folder / "both.npz", "--key", "logits",
-            "--labels", folder / "both.npz", "--labels-key", "labels",
-            "--temperatures", "0.5,1,2,4", "--out", tmp_path / "a.json", cwd=tmp_path)
+    r = run(
+        "fit",
+        "--logits",
+        folder / "both.npz",
+        "--key",
+        "logits",
+        "--labels",
+        folder / "both.npz",
+        "--labels-key",
+        "labels",
+        "--temperatures",
+        "0.5,1,2,4",
+        "--out",
+        tmp_path / "a.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     t = json.loads((tmp_path / "a.json").read_text())["temperature"]
-    assert t == TemperatureScaler([0.5, 1, 2, 4]).fit(logits[:300], y[:300]).temperature_
-    r = run("fit", "--logits", folder / "val.csv", "--labels", folder / "val_y.txt",
-            "--solver", "continuous", "--out", tmp_path / "b.json", cwd=tmp_path)
+    assert (
+        t == TemperatureScaler([0.5, 1, 2, 4]).fit(logits[:300], y[:300]).temperature_
+    )
+    r = run(
+        "fit",
+        "--logits",
+        folder / "val.csv",
+        "--labels",
+        folder / "val_y.txt",
+        "--solver",
+        "continuous",
+        "--out",
+        tmp_path / "b.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     cont = TemperatureScaler(solver="continuous").fit(
         np.loadtxt(folder / "val.csv", delimiter=","), y[:300]
     )
-    assert json.loads((tmp_path / "b.json").read_text())["temperature"] == pytest.approx(
-        cont.temperature_, rel=1e-9
-    )
+    assert json.loads((tmp_path / "b.json").read_text())[
+        "temperature"
+    ] == pytest.approx(cont.temperature_, rel=1e-9)
 
 
 def test_boundary_is_reported(tmp_path):
     logits = np.array([[3.0, 0.0], [0.0, 3.0]])
     np.save(tmp_path / "z.npy", logits)
     np.save(tmp_path / "y.npy", np.array([0, 1]))
-    r = run("fit", "--logits", "z.npy", "--labels", "y.npy", "--out", "c.json",
-            cwd=tmp_path)
+    r = run(
+        "fit", "--logits", "z.npy", "--labels", "y.npy", "--out", "c.json", cwd=tmp_path
+    )
     assert r.returncode == 0
     assert "warning" in r.stderr and "smallest" in r.stderr
     assert json.loads((tmp_path / "c.json").read_text())["at_boundary"] is True
@@ -144,7 +220,9 @@ def bad(tmp_path, files):
     (tmp_path / "corrupt.npz").write_bytes(b"PK\x03\x04 broken")
     (tmp_path / "bad.csv").write_text("1,2\n3,x\n")
     (tmp_path / "empty.csv").write_text("")
-    (tmp_path / "calib.json").write_text(json.dumps({"temperature": 2.0, "n_classes": 5}))
+    (tmp_path / "calib.json").write_text(
+        json.dumps({"temperature": 2.0, "n_classes": 5})
+    )
     (tmp_path / "badcalib.json").write_text("{ not json")
     (tmp_path / "exists.npy").write_bytes(b"keep me")
     return tmp_path, folder
@@ -153,50 +231,251 @@ def bad(tmp_path, files):
 @pytest.mark.parametrize(
     "args, fragments",
     [
-        (["fit", "--logits", "missing.npy", "--labels", "{f}/val_y.npy", "--out", "o.json"],
-         ["cannot read logits file 'missing.npy': no such file"]),
-        (["fit", "--logits", "nan.npy", "--labels", "y_short.npy", "--out", "o.json"],
-         ["contains NaN"]),
-        (["fit", "--logits", "one_d.npy", "--labels", "y_short.npy", "--out", "o.json"],
-         ["must be 2-D"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "y_out.npy", "--out", "o.json"],
-         ["class indices in [0, 5)", "got 7 at position 1"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "y_short.npy", "--out", "o.json"],
-         ["300 rows", "2 labels"]),
-        (["fit", "--logits", "corrupt.npy", "--labels", "y_short.npy", "--out", "o.json"],
-         ["cannot read logits file 'corrupt.npy'"]),
-        (["fit", "--logits", "garbage.npy", "--labels", "y_short.npy", "--out", "o.json"],
-         ["not a .npy file"]),
-        (["fit", "--logits", "corrupt.npz", "--labels", "y_short.npy", "--out", "o.json"],
-         ["cannot read logits file 'corrupt.npz'"]),
-        (["fit", "--logits", "bad.csv", "--labels", "y_short.npy", "--out", "o.json"],
-         ["cannot read logits file 'bad.csv'"]),
-        (["fit", "--logits", "empty.csv", "--labels", "y_short.npy", "--out", "o.json"],
-         ["cannot read logits file 'empty.csv'"]),
-        (["fit", "--logits", "{f}/both.npz", "--labels", "{f}/val_y.npy", "--out", "o.json"],
-         ["choose one with --key"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "{f}/val_y.npy", "--out", "o.json",
-          "--temperatures", "0,1"], ["--temperatures", "finite and > 0"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "{f}/val_y.npy", "--out", "o.json",
-          "--temperatures", "geom:1:x:3"], ["--temperatures must be"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "{f}/val_y.npy",
-          "--out", "exists.npy"], ["exists; pass --force"]),
-        (["fit", "--logits", "{f}/val.npy", "--labels", "{f}/val_y.npy",
-          "--out", "{f}/val.npy", "--force"], ["refusing to overwrite the input"]),
-        (["apply", "--logits", "{f}/test.npy", "--calibration", "badcalib.json",
-          "--out", "p.npy"], ["is not a skts calibration"]),
-        (["apply", "--logits", "one_d.npy", "--calibration", "calib.json",
-          "--out", "p.npy"], ["must be 2-D"]),
-        (["apply", "--logits", "nan.npy", "--calibration", "calib.json",
-          "--out", "p.npy"], ["contains NaN"]),
-        (["apply", "--logits", "{f}/test.npy", "--calibration", "calib.json",
-          "--out", "p.json"], ["unknown extension"]),
-        (["apply", "--logits", "{f}/test.npy", "--calibration", "calib.json"],
-         ["nothing to write"]),
-        (["report", "--logits", "{f}/test.npy", "--labels", "y_out.npy"],
-         ["labels file 'y_out.npy'", "got 7 at position 1"]),
-        (["report", "--logits", "{f}/test.npy", "--labels", "y_short.npy"],
-         ["300 rows", "2 labels"]),
+        (
+            [
+                "fit",
+                "--logits",
+                "missing.npy",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "o.json",
+            ],
+            ["cannot read logits file 'missing.npy': no such file"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "nan.npy",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["contains NaN"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "one_d.npy",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["must be 2-D"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "y_out.npy",
+                "--out",
+                "o.json",
+            ],
+            ["class indices in [0, 5)", "got 7 at position 1"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["300 rows", "2 labels"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "corrupt.npy",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["cannot read logits file 'corrupt.npy'"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "garbage.npy",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["not a .npy file"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "corrupt.npz",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["cannot read logits file 'corrupt.npz'"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "bad.csv",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["cannot read logits file 'bad.csv'"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "empty.csv",
+                "--labels",
+                "y_short.npy",
+                "--out",
+                "o.json",
+            ],
+            ["cannot read logits file 'empty.csv'"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/both.npz",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "o.json",
+            ],
+            ["choose one with --key"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "o.json",
+                "--temperatures",
+                "0,1",
+            ],
+            ["--temperatures", "finite and > 0"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "o.json",
+                "--temperatures",
+                "geom:1:x:3",
+            ],
+            ["--temperatures must be"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "exists.npy",
+            ],
+            ["exists; pass --force"],
+        ),
+        (
+            [
+                "fit",
+                "--logits",
+                "{f}/val.npy",
+                "--labels",
+                "{f}/val_y.npy",
+                "--out",
+                "{f}/val.npy",
+                "--force",
+            ],
+            ["refusing to overwrite the input"],
+        ),
+        (
+            [
+                "apply",
+                "--logits",
+                "{f}/test.npy",
+                "--calibration",
+                "badcalib.json",
+                "--out",
+                "p.npy",
+            ],
+            ["is not a skts calibration"],
+        ),
+        (
+            [
+                "apply",
+                "--logits",
+                "one_d.npy",
+                "--calibration",
+                "calib.json",
+                "--out",
+                "p.npy",
+            ],
+            ["must be 2-D"],
+        ),
+        (
+            [
+                "apply",
+                "--logits",
+                "nan.npy",
+                "--calibration",
+                "calib.json",
+                "--out",
+                "p.npy",
+            ],
+            ["contains NaN"],
+        ),
+        (
+            [
+                "apply",
+                "--logits",
+                "{f}/test.npy",
+                "--calibration",
+                "calib.json",
+                "--out",
+                "p.json",
+            ],
+            ["unknown extension"],
+        ),
+        (
+            ["apply", "--logits", "{f}/test.npy", "--calibration", "calib.json"],
+            ["nothing to write"],
+        ),
+        (
+            ["report", "--logits", "{f}/test.npy", "--labels", "y_out.npy"],
+            ["labels file 'y_out.npy'", "got 7 at position 1"],
+        ),
+        (
+            ["report", "--logits", "{f}/test.npy", "--labels", "y_short.npy"],
+            ["300 rows", "2 labels"],
+        ),
         (["fit", "--logits", "{f}/val.npy"], ["required"]),
         (["frobnicate"], ["invalid choice"]),
     ],
@@ -214,8 +493,16 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad, args, fragments):
 def test_apply_with_wrong_number_of_columns(bad):
     tmp_path, folder = bad
     (tmp_path / "c3.json").write_text(json.dumps({"temperature": 2.0, "n_classes": 3}))
-    r = run("apply", "--logits", folder / "test.npy", "--calibration", "c3.json",
-            "--out", "p.npy", cwd=tmp_path)
+    r = run(
+        "apply",
+        "--logits",
+        folder / "test.npy",
+        "--calibration",
+        "c3.json",
+        "--out",
+        "p.npy",
+        cwd=tmp_path,
+    )
     assert_one_line_error(r, "5 columns", "3 classes")
     assert not (tmp_path / "p.npy").exists()
 
@@ -224,8 +511,17 @@ def test_force_overwrites_atomically(files, tmp_path):
     folder, _, _ = files
     out = tmp_path / "c.json"
     out.write_text("old")
-    r = run("fit", "--logits", folder / "val.npy", "--labels", folder / "val_y.npy",
-            "--out", out, "--force", cwd=tmp_path)
+    r = run(
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        out,
+        "--force",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["n_classes"] == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
@@ -262,8 +558,19 @@ def test_cli_on_real_logits(tmp_path):
     data = np.load(DATA / "densenet40_cifar10.npz")
     np.save(tmp_path / "v.npy", data["val_logits"])
     np.save(tmp_path / "vy.npy", data["val_labels"])
-    r = run("fit", "--logits", "v.npy", "--labels", "vy.npy", "--out", "c.json",
-            cwd=tmp_path)
+    r = run(
+        "fit",
+        "--logits",
+        "v.npy",
+        "--labels",
+        "vy.npy",
+        "--out",
+        "c.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     t = json.loads((tmp_path / "c.json").read_text())["temperature"]
-    assert t == TemperatureScaler().fit(data["val_logits"], data["val_labels"]).temperature_
+    assert (
+        t
+        == TemperatureScaler().fit(data["val_logits"], data["val_labels"]).temperature_
+    )

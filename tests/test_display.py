@@ -33,8 +33,12 @@ def pyplot():
 @pytest.fixture(scope="module")
 def fitted():
     X, y = load_digits(return_X_y=True)
-    X_tr, X_rest, y_tr, y_rest = train_test_split(X / 16, y, test_size=0.5, random_state=0)
-    X_val, X_te, y_val, y_te = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(
+        X / 16, y, test_size=0.5, random_state=0
+    )
+    X_val, X_te, y_val, y_te = train_test_split(
+        X_rest, y_rest, test_size=0.5, random_state=0
+    )
     model = LogisticRegression(C=100, max_iter=3000).fit(X_tr, y_tr)
     clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
     return model, clf, X_val, y_val, X_te, y_te
@@ -59,7 +63,9 @@ def test_from_estimator_values_equal_reliability_curve(pyplot, fitted):
         [p.get_height() for p in disp.hist_.patches], curve.counts / curve.counts.sum()
     )
     assert len(disp.gap_bars_.patches) == full.sum()
-    assert disp.ece == pytest.approx(expected_calibration_error(y_te, model.predict_proba(X_te), n_bins=10))
+    assert disp.ece == pytest.approx(
+        expected_calibration_error(y_te, model.predict_proba(X_te), n_bins=10)
+    )
     legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
     assert any("LogisticRegression (ECE = " in t for t in legend)
     assert disp.figure_ is disp.ax_.figure
@@ -101,7 +107,9 @@ def test_temperature_curve_marks_the_chosen_temperature(pyplot, fitted):
     model, clf, X_val, y_val, _, _ = fitted
     disp = TemperatureCurveDisplay.from_estimator(clf, X_val, y_val)
     logits = model.decision_function(X_val)
-    np.testing.assert_array_equal(disp.losses, nll_many(logits, y_val, disp.temperatures))
+    np.testing.assert_array_equal(
+        disp.losses, nll_many(logits, y_val, disp.temperatures)
+    )
     assert disp.marker_.get_xdata()[0] == clf.temperature_
     i = int(np.argmin(disp.losses))
     assert disp.temperatures[i] == clf.temperature_

@@ -13,8 +13,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_sphinx_build_has_no_warnings(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "-q",
-         str(ROOT / "docs"), str(tmp_path / "html")],
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-b",
+            "html",
+            "-q",
+            str(ROOT / "docs"),
+            str(tmp_path / "html"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -39,7 +39,9 @@ def forecast():
     rng = np.random.RandomState(0)
     logits = rng.normal(scale=3, size=(500, 4))
     proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    y = np.array([rng.choice(4, p=p) for p in proba**0.5 / (proba**0.5).sum(1)[:, None]])
+    y = np.array(
+        [rng.choice(4, p=p) for p in proba**0.5 / (proba**0.5).sum(1)[:, None]]
+    )
     return y, proba
 
 
@@ -122,7 +124,9 @@ def test_binary_column_equals_full_matrix(forecast):
 
 def test_string_labels_and_explicit_labels():
     y = np.array(["b", "a", "b", "c"])
-    proba = np.array([[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.3, 0.6, 0.1], [0.1, 0.1, 0.8]])
+    proba = np.array(
+        [[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.3, 0.6, 0.1], [0.1, 0.1, 0.8]]
+    )
     numeric = expected_calibration_error([1, 0, 1, 2], proba)
     assert expected_calibration_error(y, proba) == numeric
     # A test fold missing a class: labels= says which column is which.
@@ -166,9 +170,7 @@ def test_report_matches_sklearn(forecast):
     report = calibration_report(y, proba)
     assert report["accuracy"] == pytest.approx(np.mean(proba.argmax(1) == y))
     assert report["log_loss"] == pytest.approx(log_loss(y, proba), rel=1e-12)
-    assert report["brier_score"] == pytest.approx(
-        brier_score_loss(y, proba), rel=1e-12
-    )
+    assert report["brier_score"] == pytest.approx(brier_score_loss(y, proba), rel=1e-12)
     assert report["ece"] == pytest.approx(expected_calibration_error(y, proba))
     assert report["mce"] == pytest.approx(maximum_calibration_error(y, proba))
     assert report["classwise_ece"] == pytest.approx(

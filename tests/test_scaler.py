@@ -6,6 +6,9 @@ import warnings
 import joblib
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from sklearn.base import clone
 
 from skts import BoundaryTemperatureWarning, TemperatureScaler
@@ -108,7 +111,10 @@ def test_persistence_and_clone(data, tmp_path):
     logits, y = data
     scaler = TemperatureScaler().fit(logits, y)
     joblib.dump(scaler, tmp_path / "s.joblib")
-    for other in (joblib.load(tmp_path / "s.joblib"), pickle.loads(pickle.dumps(scaler))):
+    for other in (
+        joblib.load(tmp_path / "s.joblib"),
+        pickle.loads(pickle.dumps(scaler)),
+    ):
         assert other.temperature_ == scaler.temperature_
         np.testing.assert_array_equal(
             other.predict_proba(logits), scaler.predict_proba(logits)
@@ -157,7 +163,10 @@ def test_bad_logits_and_labels(logits, y, match):
 @pytest.mark.parametrize(
     "sample_weight, match",
     [
-        ([1.0, -1.0, 1.0], r"sample_weight must be non-negative; got -1.0 at position 1"),
+        (
+            [1.0, -1.0, 1.0],
+            r"sample_weight must be non-negative; got -1.0 at position 1",
+        ),
         ([0.0, 0.0, 0.0], "sample_weight must have a positive sum"),
         ([1.0, np.nan, 1.0], "sample_weight contains NaN"),
         ([1.0, 1.0], r"sample_weight must have shape \(3,\); got \(2,\)"),
@@ -186,3 +195,101 @@ def test_bad_solver(data):
     logits, y = data
     with pytest.raises(ValueError, match="solver"):
         TemperatureScaler(solver="newton").fit(logits, y)
+
+
+# --------------------------------------------------------------------------
+# Hardening: a failed fit changes nothing; properties over generated data.
+
+
+def test_failed_fit_leaves_a_fitted_scaler_unchanged(data):
+    logits, y = data
+    scaler = TemperatureScaler().fit(logits, y)
+    before = dict(vars(scaler))
+    bad_inputs = [
+        (np.full_like(logits, np.nan), y, None),
+        (logits, np.full_like(y, 99), None),
+        (logits, y, -np.ones(len(y))),
+        (logits[:, :1], y * 0, None),
+    ]
+    for bad_logits, bad_y, bad_w in bad_inputs:
+        with pytest.raises(ValueError):
+            scaler.fit(bad_logits, bad_y, sample_weight=bad_w)
+        assert vars(scaler) == before
+    scaler.set_params(temperatures=[-1.0])
+    with pytest.raises(ValueError, match="temperatures"):
+        scaler.fit(logits, y)
+    assert scaler.temperature_ == before["temperature_"]
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([["a", "b"], ["c", "d"]], "could not convert|logits"),
+        (np.array([[1 + 2j, 0]]), "Complex data not supported"),
+    ],
+)
+def test_non_numeric_logits(bad, match):
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaler().fit(bad, [0] * len(bad))
+
+
+_logit_rows = hnp.arrays(
+    np.float64,
+    hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=8).filter(
+        lambda s: s[1] >= 2
+    ),
+    elements=st.floats(-1e3, 1e3, allow_subnormal=False),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_logit_rows, st.data())
+def test_scaler_properties(logits, data):
+    n, k = logits.shape
+    y = data.draw(hnp.arrays(np.intp, n, elements=st.integers(0, k - 1)))
+    grid = data.draw(st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+        scaler = TemperatureScaler(temperatures=grid).fit(logits, y)
+    assert scaler.temperature_ in grid
+    proba = scaler.predict_proba(logits)
+    assert np.all(np.isfinite(proba))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    # Labels: the first argmax of the logits, whatever T.
+    np.testing.assert_array_equal(scaler.predict(logits), np.argmax(logits, axis=1))
+    # transform, then softmax, is predict_proba.
+    t = scaler.transform(logits)
+    e = np.exp(t - t.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(axis=1, keepdims=True), proba, atol=1e-12)
+    # T = 1 is the identity.
+    one = TemperatureScaler(temperatures=[1.0]).fit(logits, y)
+    z = logits - logits.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        one.predict_proba(logits),
+        np.exp(z) / np.exp(z).sum(1, keepdims=True),
+        atol=1e-12,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(_logit_rows, st.data())
+def test_integer_weights_equal_row_repetition(logits, data):
+    n, k = logits.shape
+    y = data.draw(hnp.arrays(np.intp, n, elements=st.integers(0, k - 1)))
+    w = data.draw(hnp.arrays(np.intp, n, elements=st.integers(0, 4)))
+    if w.sum() == 0:
+        w[0] = 1
+    grid = np.array(data.draw(st.lists(st.floats(0.05, 20), min_size=1, max_size=8)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+        weighted = TemperatureScaler(grid).fit(logits, y, sample_weight=w)
+        repeated = TemperatureScaler(grid).fit(np.repeat(logits, w, 0), np.repeat(y, w))
+    # Same choice, unless two candidates tie to within rounding (the two
+    # computations sum in different orders).
+    losses = nll_many(np.repeat(logits, w, 0), np.repeat(y, w), grid)
+    tol = 1e-12 * (1 + abs(losses.min()))
+    chosen = losses[grid == weighted.temperature_][0]
+    assert chosen <= losses.min() + tol
+    rivals = losses[grid != repeated.temperature_]
+    if rivals.size == 0 or rivals.min() > losses.min() + tol:
+        assert weighted.temperature_ == repeated.temperature_
