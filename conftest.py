@@ -6,6 +6,6 @@ import os
 # with this set; set it before anything imports scipy so the check is not skipped.
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")

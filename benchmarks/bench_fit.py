@@ -211,7 +211,8 @@ def main():
             f"{r['grid_x']:.2f} | {r['cont_x']:.2f} ({r['cont_passes']}) | "
             f"{r['brute_x']:.0f} | {fmt(r.get('sk_x'), '.1f')} | "
             f"{fmt(r.get('speedup'), '.1f')} | {fmt(r['netcal_x'], '.1f')} | "
-            f"{r['grid_mib']:.1f} / {r['cont_mib']:.1f} / {fmt(r.get('sk_mib'), '.0f')} | "
+            f"{r['grid_mib']:.1f} / {r['cont_mib']:.1f} / "
+            f"{fmt(r.get('sk_mib'), '.0f')} | "
             f"{r['T']:.4f} | {fmt(r.get('T_sk'), '.4f')} | "
             f"{'n/a' if r['exact'] is None else ('yes' if r['exact'] else 'NO')} |",
             flush=True,

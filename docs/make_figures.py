@@ -8,10 +8,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from skts import ReliabilityDisplay, TemperatureCurveDisplay, TemperatureScaler  # noqa: E402
+from skts import ReliabilityDisplay, TemperatureCurveDisplay, TemperatureScaler
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "images"

@@ -245,39 +245,25 @@ def _derivatives_many(
     betas = [float(b) for b in betas]
 
     def block(rows: slice) -> NDArray:
+        out = np.empty((len(betas), 3))
         if single:
             d, gap, axis = _centred32(logits[rows], y[rows])
-        else:
-            d, gap = _block_terms(logits[rows], y[rows])
-            axis = 1
+            scale = _scale(sample_weight, rows, gap.shape[0], total)
+            bufs = (np.empty_like(d), np.empty_like(d)) if n_classes > 2 else None
+            for k, beta in enumerate(betas):
+                out[k] = _moments32(d, gap, axis, scale, beta, bufs)
+            return out
+        d, gap = _block_terms(logits[rows], y[rows])
         scale = _scale(sample_weight, rows, gap.shape[0], total)
-        out = np.empty((len(betas), 3))
-        bufs = None
         for k, beta in enumerate(betas):
-            b = np.float32(beta) if single else beta
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                if single and n_classes == 2:
-                    # Binary: one exponential per row, exp(-beta |z_1 - z_0|).
-                    gap_abs = -(d[0] + d[1])
-                    e = np.exp(gap_abs * -b)
-                    s = (1.0 + e).astype(np.float64)
-                    w1 = e.astype(np.float64) / s
-                    mean_d = -gap_abs * w1
-                    second = gap_abs.astype(np.float64) ** 2 * w1
-                    loss = gap * beta + np.log1p(e).astype(np.float64)
-                else:
-                    if bufs is None:  # scratch buffers, reused for every beta
-                        bufs = (np.empty_like(d), np.empty_like(d))
-                    e, ed = bufs
-                    np.multiply(d, b, out=e)
-                    np.exp(e, out=e)
-                    s = e.sum(axis=axis).astype(np.float64)
-                    # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
-                    np.multiply(e, d, out=ed)
-                    mean_d = ed.sum(axis=axis).astype(np.float64) / s
-                    np.multiply(ed, d, out=ed)
-                    second = ed.sum(axis=axis).astype(np.float64) / s
-                    loss = gap * beta + np.log(s)
+                e = np.exp(d * beta)
+                s = e.sum(axis=1)
+                # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
+                ed = e * d
+                mean_d = ed.sum(axis=1) / s
+                second = (ed * d).sum(axis=1) / s
+                loss = gap * beta + np.log(s)
                 var_d = np.maximum(second - mean_d * mean_d, 0.0)
                 grad = mean_d + gap
                 if sample_weight is not None:
@@ -358,29 +344,23 @@ class SearchResult:
 
 
 def _newton_beta(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
+    deriv: Callable[[float], tuple[float, float, float]],
     lo: float,
     hi: float,
     start: float,
     rtol: float,
     max_iter: int = 60,
-    *,
-    precision: str = "float64",
-    n_jobs: int | None = None,
 ) -> tuple[float, int]:
     """Approximate minimiser of the convex ``F`` on ``[lo, hi]`` (safeguarded Newton).
 
-    Only a starting point for the exact decision, which does not trust it.
+    ``deriv(beta)`` returns ``(F, F', F'')``. Only a starting point for the
+    exact decision, which does not trust it.
     """
     beta = min(max(start, lo), hi)
     passes = 0
     tried_lo = tried_hi = False
     for _ in range(max_iter):
-        _, g, h = derivatives(
-            logits, y, beta, sample_weight, precision=precision, n_jobs=n_jobs
-        )
+        _, g, h = deriv(beta)
         passes += 1
         if not np.isfinite(g) or g == 0.0:
             break
@@ -448,7 +428,11 @@ def _grid_search_float64(
 
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
     beta, passes = _newton_beta(
-        logits, y, sample_weight, beta_lo, beta_hi, start, rtol=1e-4, n_jobs=n_jobs
+        lambda b: derivatives(logits, y, b, sample_weight, n_jobs=n_jobs),
+        beta_lo,
+        beta_hi,
+        start,
+        rtol=1e-4,
     )
     # Candidates (ascending T) on either side of T = 1/beta.
     j = int(np.searchsorted(cand, 1.0 / beta))
@@ -496,7 +480,7 @@ def _grid_search_float64(
 
 _U32 = 2.0**-24
 # Up to this many logits, the reported loss is the float64 value (cheap there).
-_EXACT_LOSS_ELEMENTS = 1 << 22
+_EXACT_LOSS_ELEMENTS = 1 << 20
 
 
 def _error64_factor(n_samples: int, n_classes: int) -> float:
@@ -602,6 +586,43 @@ def _window_pass32(
     return est, err, ref
 
 
+def _moments32(d, gap, axis, scale, beta: float, bufs) -> tuple[float, float, float]:
+    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block."""
+    b = np.float32(beta)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if d.shape[axis] == 2:
+            # Binary: one exponential per row, exp(-beta |z_1 - z_0|).
+            gap_abs = -(d[0] + d[1]) if axis == 0 else -(d[:, 0] + d[:, 1])
+            e = np.exp(gap_abs * -b)
+            s = (1.0 + e).astype(np.float64)
+            w1 = e.astype(np.float64) / s
+            mean_d = -gap_abs * w1
+            second = gap_abs.astype(np.float64) ** 2 * w1
+            loss = gap * beta + np.log1p(e).astype(np.float64)
+        else:
+            e, ed = bufs
+            np.multiply(d, b, out=e)
+            np.exp(e, out=e)
+            s = e.sum(axis=axis).astype(np.float64)
+            # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
+            np.multiply(e, d, out=ed)
+            mean_d = ed.sum(axis=axis).astype(np.float64) / s
+            np.multiply(ed, d, out=ed)
+            second = ed.sum(axis=axis).astype(np.float64) / s
+            loss = gap * beta + np.log(s)
+        var_d = np.maximum(second - mean_d * mean_d, 0.0)
+        grad = mean_d + gap
+        if not np.all(scale > 0):
+            loss = np.where(scale > 0, loss, 0.0)
+            grad = np.where(scale > 0, grad, 0.0)
+            var_d = np.where(scale > 0, var_d, 0.0)
+        return (
+            float(np.dot(scale, loss)),
+            float(np.dot(scale, grad)),
+            float(np.dot(scale, var_d)),
+        )
+
+
 def _warm_start(
     logits: NDArray,
     y: NDArray,
@@ -612,34 +633,37 @@ def _warm_start(
 ) -> tuple[float, float]:
     """Minimiser of ``F`` on a row subsample and its standard error (in ``beta``).
 
-    The subsample (every k-th row, at most about 2**20 values) costs a few
-    percent of one pass; its answer tells where to look, never what to answer.
+    The subsample (every k-th row, at most 2**16 rows and about 2**20 values) is centred once
+    and costs a few percent of one pass; its answer tells where to look, never
+    what to answer.
     """
     n_samples, n_classes = logits.shape
-    m = min(n_samples, max(256, (1 << 20) // n_classes))
+    m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
     step = max(1, n_samples // m)
     rows = slice(0, step * m, step)
-    sub = np.ascontiguousarray(logits[rows])
     sub_y = y[rows]
+    d, gap, axis = _centred32(np.ascontiguousarray(logits[rows]), sub_y)
     sub_w = None if sample_weight is None else sample_weight[rows]
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
+    w = np.ones(gap.shape[0]) if sub_w is None else sub_w
+    scale = w / w.sum()
+    bufs = (np.empty_like(d), np.empty_like(d))
     beta, _ = _newton_beta(
-        sub, sub_y, sub_w, lo, hi, start, rtol=1e-6, precision="float32", n_jobs=1
+        lambda b: _moments32(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-6
     )
-    if sub.shape[0] >= n_samples:
+    if gap.shape[0] >= n_samples:
         return beta, 0.0
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
-    d, gap, axis = _centred32(sub, sub_y)
+    b = np.float32(beta)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        e = np.exp(d * np.float32(beta))
+        e = np.exp(d * b)
         s = e.sum(axis=axis).astype(np.float64)
         ed = e * d
         mean_d = ed.sum(axis=axis).astype(np.float64) / s
         second = (ed * d).sum(axis=axis).astype(np.float64) / s
         var_d = np.maximum(second - mean_d**2, 0.0)
     grad = mean_d + gap
-    w = np.ones(grad.shape[0]) if sub_w is None else sub_w
     mean_g = np.average(grad, weights=w)
     sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
     curvature = float(np.average(var_d, weights=w))

@@ -30,7 +30,7 @@ from skts._scaler import (
     _fit_temperature,
 )
 from skts._temperature import BoundaryTemperatureWarning, log_softmax, softmax
-from skts.metrics import calibration_report
+from skts.metrics import CalibrationReport, _report_from_logits, calibration_report
 
 __all__ = ["main"]
 
@@ -265,23 +265,29 @@ def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:
 
 
 def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict:
-    before = calibration_report(
-        y,
-        softmax(logits, 1.0),
-        n_bootstrap=n_bootstrap,
-        random_state=0,
-        labels=np.arange(logits.shape[1]),
-    )
-    out = {"before": before.to_dict()}
+    """Metrics before (T = 1) and after calibration, as plain dicts.
+
+    Without bootstrap the metrics are accumulated block by block, so a large
+    memory-mapped file is never held in memory as probabilities.
+    """
+    temps = {"before": 1.0}
     if temperature is not None:
-        after = calibration_report(
-            y,
-            softmax(logits, temperature),
-            n_bootstrap=n_bootstrap,
-            random_state=0,
-            labels=np.arange(logits.shape[1]),
-        )
-        out["after"] = after.to_dict()
+        temps["after"] = temperature
+    out = {}
+    for name, t in temps.items():
+        if n_bootstrap == 0:
+            report = CalibrationReport(
+                int(logits.shape[0]), _report_from_logits(logits, y, t)
+            )
+        else:
+            report = calibration_report(
+                y,
+                softmax(logits, t),
+                n_bootstrap=n_bootstrap,
+                random_state=0,
+                labels=np.arange(logits.shape[1]),
+            )
+        out[name] = report.to_dict()
     return out
 
 

@@ -484,33 +484,91 @@ class CalibrationReport:
         return "\n".join(lines)
 
 
-def _report_values(idx, proba, w, n_bins, classwise_bins) -> dict[str, float]:
-    """All report metrics for one (re)weighting ``w`` of the rows."""
-    total = w.sum()
+def _row_stats(idx, proba, n_bins) -> dict[str, NDArray]:
+    """Per-row quantities behind every report metric (uniform bins)."""
+    n, n_classes = proba.shape
+    rows = np.arange(n)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
     top = np.argmax(proba, axis=1)
-    hits = (top == idx).astype(np.float64)
-    conf = proba[np.arange(len(idx)), top]
-    ece_curve = _curve(conf, hits, w, n_bins, "uniform")
-    # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
+    conf = proba[rows, top]
+    p_y = proba[rows, idx]
     eps = np.finfo(np.float64).eps
-    p_true = np.clip(proba[np.arange(len(idx)), idx], eps, 1 - eps)
-    onehot_err = proba.copy()
-    onehot_err[np.arange(len(idx)), idx] -= 1.0
-    brier = np.einsum("ij,ij->i", onehot_err, onehot_err)
-    classwise = []
-    for k in range(proba.shape[1]):
-        bins_k, hit_k = classwise_bins[k]
-        conf_sum = np.bincount(bins_k, weights=w * proba[:, k], minlength=n_bins)
-        hit_sum = np.bincount(bins_k, weights=w * hit_k, minlength=n_bins)
-        classwise.append(np.abs(hit_sum - conf_sum).sum() / total)
     return {
-        "accuracy": float(np.dot(w, hits) / total),
-        "log_loss": float(np.dot(w, -np.log(p_true)) / total),
-        "brier_score": float(np.dot(w, brier) / total),
-        "ece": ece_curve.calibration_error(),
-        "mce": ece_curve.maximum_error(),
-        "classwise_ece": float(np.mean(classwise)),
+        "hits": (top == idx).astype(np.float64),
+        "conf": conf,
+        "top_bin": _bin_index(conf, edges),
+        # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
+        "nll": -np.log(np.clip(p_y, eps, 1 - eps)),
+        # sum_k (p_k - 1[y = k])**2, the multiclass Brier score of the row.
+        "brier": np.einsum("ij,ij->i", proba, proba) - 2.0 * p_y + 1.0,
+        # One-vs-rest bins of every class, flattened to class * n_bins + bin.
+        "cls_bin": (
+            _bin_index(proba, edges) + (np.arange(n_classes) * n_bins)[None, :]
+        ).ravel(),
+        "cls_conf": proba.ravel(),
+        "true_bin": idx * n_bins + _bin_index(p_y, edges),
     }
+
+
+def _report_sums(stats, w, n_classes, n_bins) -> NDArray[np.float64]:
+    """Weighted sums of the row quantities: additive over blocks of rows."""
+    m = n_bins
+    km = n_classes * m
+    return np.concatenate(
+        [
+            [w.sum(), np.dot(w, stats["hits"]), np.dot(w, stats["nll"])],
+            [np.dot(w, stats["brier"])],
+            np.bincount(stats["top_bin"], weights=w, minlength=m),
+            np.bincount(stats["top_bin"], weights=w * stats["conf"], minlength=m),
+            np.bincount(stats["top_bin"], weights=w * stats["hits"], minlength=m),
+            np.bincount(
+                stats["cls_bin"],
+                weights=np.repeat(w, n_classes) * stats["cls_conf"],
+                minlength=km,
+            ),
+            np.bincount(stats["true_bin"], weights=w, minlength=km),
+        ]
+    )
+
+
+def _report_from_sums(sums, n_classes, n_bins) -> dict[str, float]:
+    m = n_bins
+    km = n_classes * m
+    total, hits, nll, brier = sums[:4]
+    counts, conf, hit = (
+        sums[4 : 4 + m],
+        sums[4 + m : 4 + 2 * m],
+        sums[4 + 2 * m : 4 + 3 * m],
+    )
+    cls_conf = sums[4 + 3 * m : 4 + 3 * m + km].reshape(n_classes, m)
+    cls_hit = sums[4 + 3 * m + km :].reshape(n_classes, m)
+    full = counts > 0
+    return {
+        "accuracy": float(hits / total),
+        "log_loss": float(nll / total),
+        "brier_score": float(brier / total),
+        "ece": float(np.abs(hit - conf)[full].sum() / total),
+        "mce": float(np.max(np.abs(hit[full] - conf[full]) / counts[full])),
+        "classwise_ece": float(np.mean(np.abs(cls_hit - cls_conf).sum(axis=1) / total)),
+    }
+
+
+def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
+    """Report values of ``softmax(logits / T)`` computed block by block.
+
+    Memory stays a small buffer however many rows (the command line uses this
+    on memory-mapped files); equal to :func:`calibration_report` without
+    bootstrap, up to the order of summation.
+    """
+    from skts._temperature import _blocks, softmax
+
+    n_samples, n_classes = logits.shape
+    sums = 0.0
+    for rows in _blocks(n_samples, n_classes):
+        proba = softmax(logits[rows], temperature)
+        stats = _row_stats(y_idx[rows], proba, n_bins)
+        sums = sums + _report_sums(stats, np.ones(proba.shape[0]), n_classes, n_bins)
+    return _report_from_sums(sums, n_classes, n_bins)
 
 
 @validate_params(
@@ -575,15 +633,11 @@ def calibration_report(
     (0.75, 0.15)
     """
     idx, proba = _check_targets(y_true, y_prob, labels)
-    n = proba.shape[0]
-    classwise_bins = [
-        (
-            _bin_index(proba[:, k], _edges(proba[:, k], n_bins, "uniform")),
-            (idx == k).astype(np.float64),
-        )
-        for k in range(proba.shape[1])
-    ]
-    values = _report_values(idx, proba, np.ones(n), n_bins, classwise_bins)
+    n, n_classes = proba.shape
+    stats = _row_stats(idx, proba, n_bins)
+    values = _report_from_sums(
+        _report_sums(stats, np.ones(n), n_classes, n_bins), n_classes, n_bins
+    )
     intervals: dict[str, tuple[float, float]] = {}
     if n_bootstrap > 0:
         rng = check_random_state(random_state)
@@ -591,7 +645,8 @@ def calibration_report(
         for _ in range(n_bootstrap):
             # A resample with replacement is a multinomial reweighting of rows.
             w = np.bincount(rng.randint(0, n, size=n), minlength=n).astype(np.float64)
-            for k, v in _report_values(idx, proba, w, n_bins, classwise_bins).items():
+            sums = _report_sums(stats, w, n_classes, n_bins)
+            for k, v in _report_from_sums(sums, n_classes, n_bins).items():
                 draws[k].append(v)
         alpha = (1.0 - confidence_level) / 2.0
         for k, v in draws.items():

@@ -1,4 +1,4 @@
-"""TemperatureScaledClassifier: frozen and cross-fitted paths, responses, sklearn fit."""
+"""TemperatureScaledClassifier: frozen and cross-fitted fits, responses, sklearn."""
 
 import pickle
 
@@ -61,7 +61,7 @@ def test_frozen_uses_all_data_as_held_out_and_does_not_refit(digits):
 def test_calibration_improves_held_out_log_loss(digits):
     from sklearn.metrics import log_loss
 
-    model, X_train, X_val, y_train, y_val = digits
+    model, _, X_val, _, y_val = digits
     X_fit, X_test, y_fit, y_test = train_test_split(
         X_val, y_val, test_size=0.5, random_state=1, stratify=y_val
     )
@@ -370,7 +370,7 @@ def test_predict_with_wrong_number_of_features(digits):
 def test_non_numeric_features(digits):
     _, X_train, _, y_train, _ = digits
     X_text = np.array([["a"] * X_train.shape[1]] * 20)
-    with pytest.raises(ValueError, match="could not convert|numeric"):
+    with pytest.raises(ValueError, match=r"could not convert|numeric"):
         TemperatureScaledClassifier(LogisticRegression(), cv=2).fit(
             X_text, y_train[:20]
         )

@@ -210,7 +210,7 @@ def test_boundary_is_reported(tmp_path):
 
 @pytest.fixture
 def bad(tmp_path, files):
-    folder, logits, y = files
+    folder, _, _ = files
     np.save(tmp_path / "nan.npy", np.array([[np.nan, 1.0], [0.0, 1.0]]))
     np.save(tmp_path / "one_d.npy", np.array([1.0, 2.0]))
     np.save(tmp_path / "y_out.npy", np.array([0, 7] + [0] * 298))

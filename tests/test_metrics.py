@@ -1,5 +1,7 @@
 """Calibration metrics and scorers against hand-worked values and brute force."""
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris, make_classification
@@ -23,7 +25,7 @@ def reference_ece(y_idx, proba, n_bins=15):
     correct = proba.argmax(1) == y_idx
     edges = np.linspace(0, 1, n_bins + 1)
     ece, gaps = 0.0, []
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in pairwise(edges):
         inside = (conf > lo) & (conf <= hi)
         if lo == 0:
             inside |= conf == 0
@@ -93,7 +95,7 @@ def test_classwise_against_brute_force(forecast):
     for k in range(4):
         p, hit = proba[:, k], y == k
         total = 0.0
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        for lo, hi in pairwise(edges):
             inside = ((p > lo) | ((lo == 0) & (p == 0))) & (p <= hi)
             if inside.any():
                 total += inside.mean() * abs(hit[inside].mean() - p[inside].mean())
