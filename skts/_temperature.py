@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +106,25 @@ def _map_blocks(
     for i, part in enumerate(parts):
         out[i::threads] = part
     return out
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(name: str, shape: tuple[int, ...], dtype=np.float32) -> NDArray:
+    """A per-thread scratch array, reused across blocks and calls.
+
+    Fresh block-sized temporaries cost page faults, which threads serialise;
+    reusing a few per thread keeps both the time and the memory flat.
+    """
+    cache = getattr(_LOCAL, "buffers", None)
+    if cache is None:
+        cache = _LOCAL.buffers = {}
+    size = math.prod(shape)
+    buf = cache.get(name)
+    if buf is None or buf.size < size or buf.dtype != dtype:
+        buf = cache[name] = np.empty(max(size, _BLOCK_ELEMENTS), dtype=dtype)
+    return buf[:size].reshape(shape)
 
 
 def _row_max(z: NDArray) -> NDArray:
@@ -249,7 +269,7 @@ def _derivatives_many(
         if single:
             d, gap, axis = _centred32(logits[rows], y[rows])
             scale = _scale(sample_weight, rows, gap.shape[0], total)
-            bufs = (np.empty_like(d), np.empty_like(d)) if n_classes > 2 else None
+            bufs = (_scratch("e", d.shape), _scratch("ed", d.shape))
             for k, beta in enumerate(betas):
                 out[k] = _moments32(d, gap, axis, scale, beta, bufs)
             return out
@@ -299,15 +319,26 @@ def _centred32(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray, int]:
     """
     if z.dtype == np.float32:
         m = _row_max(z)
-        with np.errstate(over="ignore", invalid="ignore"):
-            d = np.maximum(z - m[:, None], np.float32(_F32_MIN))
+        d = _scratch("d", z.shape)
+        try:
+            with np.errstate(over="raise", invalid="ignore"):
+                np.subtract(z, m[:, None], out=d)
+        except FloatingPointError:
+            # Logits beyond +-1.7e38: clip the (irrelevant) overflowed entries.
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.subtract(z, m[:, None], out=d)
+            np.maximum(d, np.float32(_F32_MIN), out=d)
         gap = m.astype(np.float64) - z[np.arange(z.shape[0]), y].astype(np.float64)
     else:
         d64, gap = _block_terms(z, y)
+        d = _scratch("d", d64.shape)
         with np.errstate(over="ignore"):
-            d = np.maximum(d64, _F32_MIN).astype(np.float32)
+            np.maximum(d64, _F32_MIN, out=d64)
+            d[...] = d64
     if d.shape[1] <= _TRANSPOSE_MAX_CLASSES:
-        return np.ascontiguousarray(d.T), gap, 0
+        dt = _scratch("dt", (d.shape[1], d.shape[0]))
+        np.copyto(dt, d.T)
+        return dt, gap, 0
     return d, gap, 1
 
 
@@ -546,7 +577,7 @@ def _window_pass32(
         scale = _scale(sample_weight, rows, gap.shape[0], total)
         est = np.empty(temperatures.shape[0])
         err = np.empty(temperatures.shape[0])
-        abs_d = buf = None
+        abs_d = None
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             for k in order:
                 t = float(temperatures[k])
@@ -556,13 +587,14 @@ def _window_pass32(
                         abs_d = gap_abs * e / (1.0 + e)
                     lse = np.log1p(e)
                 else:
-                    # One scratch buffer per block: no allocation per candidate.
-                    e = buf = np.empty_like(d) if buf is None else buf
+                    e = _scratch("e", d.shape)
                     np.multiply(d, np.float32(1.0 / t), out=e)
                     np.exp(e, out=e)
                     s = e.sum(axis=axis)
                     if abs_d is None:
-                        abs_d = -(e * d).sum(axis=axis).astype(np.float64) / s
+                        ed = _scratch("ed", d.shape)
+                        np.multiply(e, d, out=ed)
+                        abs_d = -ed.sum(axis=axis).astype(np.float64) / s
                     lse = np.log(s).astype(np.float64)
                 row = gap / t + lse
                 row_err = (32.0 + log2k + 3.0 * abs_d / t + 8.0 * lse) * (2.0 * unit)
@@ -633,9 +665,9 @@ def _warm_start(
 ) -> tuple[float, float]:
     """Minimiser of ``F`` on a row subsample and its standard error (in ``beta``).
 
-    The subsample (every k-th row, at most 2**16 rows and about 2**20 values) is centred once
-    and costs a few percent of one pass; its answer tells where to look, never
-    what to answer.
+    The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
+    is centred once and costs a few percent of one pass; its answer tells where
+    to look, never what to answer.
     """
     n_samples, n_classes = logits.shape
     m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
@@ -643,6 +675,7 @@ def _warm_start(
     rows = slice(0, step * m, step)
     sub_y = y[rows]
     d, gap, axis = _centred32(np.ascontiguousarray(logits[rows]), sub_y)
+    d = d.copy()  # the subsample outlives the scratch buffers
     sub_w = None if sample_weight is None else sample_weight[rows]
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None

@@ -125,3 +125,45 @@ def test_temperature_curve_for_a_scaler_at_the_boundary(pyplot):
     assert disp.marker_.get_xdata()[0] == 0.5 == disp.temperatures[0]
     with pytest.raises(ValueError, match="estimator must be a fitted"):
         TemperatureCurveDisplay.from_estimator(object(), logits, y)
+
+
+def test_missing_matplotlib_names_the_plot_extra(monkeypatch):
+    import sys as _sys
+
+    # A None entry makes "import matplotlib..." raise ImportError.
+    for name in list(_sys.modules):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            monkeypatch.delitem(_sys.modules, name)
+    monkeypatch.setitem(_sys.modules, "matplotlib", None)
+    monkeypatch.setitem(_sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"pip install 'skts\[plot\]'"):
+        ReliabilityDisplay.from_predictions([0, 1], [0.2, 0.8])
+    with pytest.raises(ImportError, match="TemperatureCurveDisplay needs matplotlib"):
+        TemperatureCurveDisplay.from_logits(np.array([[0.0, 1.0]]), [1])
+
+
+@pytest.mark.parametrize(
+    "y_true, y_prob, match",
+    [
+        ([0, 1], [[0.5, np.nan], [0.2, 0.8]], "y_prob contains NaN"),
+        ([0, 1, 1], [0.2, 0.8], "y_true has 3 samples but y_prob has 2"),
+        ([0, 1], [1.2, 0.8], r"probabilities in \[0, 1\]"),
+        ([], [], "empty"),
+    ],
+)
+def test_hostile_predictions(pyplot, y_true, y_prob, match):
+    with pytest.raises(ValueError, match=match):
+        ReliabilityDisplay.from_predictions(y_true, y_prob)
+
+
+def test_hostile_logits_for_the_curve(pyplot):
+    with pytest.raises(ValueError, match="logits contains NaN"):
+        TemperatureCurveDisplay.from_logits(np.array([[np.nan, 1.0]]), [0])
+    with pytest.raises(ValueError, match="logits must be 2-D"):
+        TemperatureCurveDisplay.from_logits(np.array([1.0, 2.0]), [0, 1])
+    with pytest.raises(ValueError, match="class indices"):
+        TemperatureCurveDisplay.from_logits(np.array([[0.0, 1.0]]), [5])
+    with pytest.raises(ValueError, match="temperatures must be finite"):
+        TemperatureCurveDisplay.from_logits(
+            np.array([[0.0, 1.0]]), [1], temperatures=[0.0, 1.0]
+        )

@@ -239,3 +239,24 @@ def test_multi_metric_and_fallback():
     assert np.all(result["test_ece"] <= 0)
     with pytest.raises(ValueError, match="not a valid scoring value"):
         get_scorer("no_such_scorer")
+
+
+@pytest.mark.parametrize(
+    "y_true, y_prob, match",
+    [
+        ([[0, 1], [1, 0]], [0.2, 0.8], "y should be a 1d array"),
+        ([0, 1], [[[0.2, 0.8]], [[0.5, 0.5]]], "y_prob must be 1-D|dim"),
+        ([0, 1], [["a", "b"], ["c", "d"]], "could not convert|y_prob"),
+        ([0, 1], [[np.inf, 0.0], [0.5, 0.5]], "y_prob contains infinity"),
+        (["a", "b"], [[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]], "pass labels="),
+    ],
+)
+def test_hostile_inputs_every_metric(y_true, y_prob, match):
+    for metric in (
+        expected_calibration_error,
+        maximum_calibration_error,
+        classwise_calibration_error,
+        calibration_report,
+    ):
+        with pytest.raises(ValueError, match=match):
+            metric(y_true, y_prob)
