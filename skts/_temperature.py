@@ -55,6 +55,17 @@ class BoundaryTemperatureWarning(UserWarning):
     The validation loss may keep decreasing beyond the range: the data prefer
     ``T -> 0`` (every label already has the largest logit) or ``T -> infinity``
     (uniform forecasts). Widen the candidate range or check the held-out data.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from skts import BoundaryTemperatureWarning, TemperatureScaler
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = TemperatureScaler([0.5, 1.0, 2.0]).fit(np.eye(2) * 5, [0, 1])
+    >>> caught[0].category is BoundaryTemperatureWarning
+    True
     """
 
 

@@ -50,6 +50,14 @@ class ReliabilityCurve:
     edges : ndarray of shape (n_bins + 1,)
         Bin edges; bin ``m`` is ``(edges[m], edges[m + 1]]`` and the first bin
         also holds ``edges[0]``.
+
+    Examples
+    --------
+    >>> from skts.metrics import reliability_curve
+    >>> # top-label confidences 0.9, 0.8, 0.7, 0.6, all right: mean 0.75, accuracy 1
+    >>> curve = reliability_curve([1, 1, 0, 1], [0.9, 0.8, 0.3, 0.6], n_bins=2)
+    >>> curve.counts, float(curve.confidence[1]), round(curve.calibration_error(), 4)
+    (array([0., 4.]), 0.75, 0.25)
     """
 
     confidence: NDArray[np.float64]
@@ -450,6 +458,13 @@ class CalibrationReport:
         Level of the intervals.
     n_bootstrap : int
         Number of bootstrap resamples.
+
+    Examples
+    --------
+    >>> from skts.metrics import calibration_report
+    >>> report = calibration_report([0, 1, 1, 1], [0.2, 0.9, 0.8, 0.6])
+    >>> sorted(report.to_dict()["values"])
+    ['accuracy', 'brier_score', 'classwise_ece', 'ece', 'log_loss', 'mce']
     """
 
     n_samples: int
