@@ -81,11 +81,13 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         binary problem) is accepted.
 
     tol : float, default=1e-10
-        Tolerance of the continuous solver, relative to ``1/min(temperatures)``.
+        Tolerance of the continuous solver in ``beta = 1/T``, relative to its
+        starting estimate of ``beta``.
 
     n_jobs : int, default=None
         Jobs of the out-of-fold fits (passed to
-        :func:`~sklearn.model_selection.cross_val_predict`).
+        :func:`~sklearn.model_selection.cross_val_predict`) and threads of the
+        temperature search; ``None`` means 1. The answer does not depend on it.
 
     Attributes
     ----------
@@ -259,7 +261,13 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 )
 
         result = _fit_temperature(
-            logits, y_idx, temperatures, sample_weight, self.solver, self.tol
+            logits,
+            y_idx,
+            temperatures,
+            sample_weight,
+            self.solver,
+            self.tol,
+            self.n_jobs,
         )
         self.estimator_ = fitted
         self.classes_ = classes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -48,7 +48,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         candidates, to a relative tolerance ``tol``.
 
     tol : float, default=1e-10
-        Tolerance of the continuous solver, relative to ``1/min(temperatures)``.
+        Tolerance of the continuous solver in ``beta = 1/T``, relative to its
+        starting estimate of ``beta``.
+
+    n_jobs : int, default=None
+        Threads over row blocks in the search (numpy releases the GIL);
+        ``None`` means 1, ``-1`` all cores. The answer does not depend on it.
 
     Attributes
     ----------
@@ -113,12 +118,14 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         "temperatures": ["array-like", None],
         "solver": [StrOptions({"grid", "continuous"})],
         "tol": [Interval(Real, 0, 1, closed="neither")],
+        "n_jobs": [Integral, None],
     }
 
-    def __init__(self, temperatures=None, *, solver="grid", tol=1e-10):
+    def __init__(self, temperatures=None, *, solver="grid", tol=1e-10, n_jobs=None):
         self.temperatures = temperatures
         self.solver = solver
         self.tol = tol
+        self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, logits, y, sample_weight=None):
@@ -145,7 +152,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         y = _check_class_indices(y, logits.shape)
         sample_weight = _check_weights(sample_weight, logits.shape[0])
         result = _fit_temperature(
-            logits, y, temperatures, sample_weight, self.solver, self.tol
+            logits, y, temperatures, sample_weight, self.solver, self.tol, self.n_jobs
         )
         self.temperature_ = result.temperature
         self.validation_loss_ = result.loss
@@ -232,10 +239,10 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         return tags
 
 
-def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol):
+def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol, n_jobs=None):
     """Run the chosen solver and warn on a boundary answer."""
     if solver == "grid":
-        result = grid_search(logits, y, temperatures, sample_weight)
+        result = grid_search(logits, y, temperatures, sample_weight, n_jobs=n_jobs)
     else:
         result = solve_continuous(
             logits,
@@ -244,6 +251,7 @@ def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol):
             float(temperatures.max()),
             sample_weight,
             tol=tol,
+            n_jobs=n_jobs,
         )
     if result.at_boundary:
         warn_boundary(

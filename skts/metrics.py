@@ -56,8 +56,8 @@ class ReliabilityCurve:
     >>> from skts.metrics import reliability_curve
     >>> # top-label confidences 0.9, 0.8, 0.7, 0.6, all right: mean 0.75, accuracy 1
     >>> curve = reliability_curve([1, 1, 0, 1], [0.9, 0.8, 0.3, 0.6], n_bins=2)
-    >>> curve.counts, float(curve.confidence[1]), round(curve.calibration_error(), 4)
-    (array([0., 4.]), 0.75, 0.25)
+    >>> curve.counts, round(curve.confidence[1], 4), round(curve.calibration_error(), 4)
+    (array([0., 4.]), np.float64(0.75), 0.25)
     """
 
     confidence: NDArray[np.float64]

@@ -293,3 +293,16 @@ def test_integer_weights_equal_row_repetition(logits, data):
     rivals = losses[grid != repeated.temperature_]
     if rivals.size == 0 or rivals.min() > losses.min() + tol:
         assert weighted.temperature_ == repeated.temperature_
+
+
+def test_threads_do_not_change_the_answer(data):
+    logits, y = data
+    big = np.tile(logits, (200, 1)).astype(np.float32)  # 80k x 6: several blocks
+    yy = np.tile(y, 200)
+    one = TemperatureScaler(n_jobs=1).fit(big, yy)
+    two = TemperatureScaler(n_jobs=2).fit(big, yy)
+    assert one.temperature_ == two.temperature_
+    assert one.validation_loss_ == two.validation_loss_
+    c1 = TemperatureScaler(solver="continuous", n_jobs=1).fit(big, yy)
+    c2 = TemperatureScaler(solver="continuous", n_jobs=-1).fit(big, yy)
+    assert c1.temperature_ == c2.temperature_
