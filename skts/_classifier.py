@@ -86,8 +86,10 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
     n_jobs : int, default=None
         Jobs of the out-of-fold fits (passed to
-        :func:`~sklearn.model_selection.cross_val_predict`) and threads of the
-        temperature search; ``None`` means 1. The answer does not depend on it.
+        :func:`~sklearn.model_selection.cross_val_predict`, where ``None``
+        means 1) and threads of the temperature search (``None``: all cores
+        where it pays, see :class:`TemperatureScaler`). The answer does not
+        depend on it.
 
     Attributes
     ----------

@@ -52,8 +52,10 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         starting estimate of ``beta``.
 
     n_jobs : int, default=None
-        Threads over row blocks in the search (numpy releases the GIL);
-        ``None`` means 1, ``-1`` all cores. The answer does not depend on it.
+        Threads over row blocks in the search (numpy releases the GIL):
+        ``None`` uses all cores where it pays (at least 64 classes and 2**22
+        logits), ``-1`` all cores, ``k`` k threads. The answer does not depend
+        on it.
 
     Attributes
     ----------

@@ -43,6 +43,7 @@ __all__ = [
 # About 64k float64 values per block (512 KiB): large enough that numpy's
 # per-call overhead is small, small enough to stay in the L2 cache.
 _BLOCK_ELEMENTS = 1 << 16
+_F32_BLOCKS = 4
 _EPS = float(np.finfo(np.float64).eps)
 _BIG = float(np.finfo(np.float64).max)
 # Up to this many classes, blocks are handled column-wise (see _centred32).
@@ -78,26 +79,39 @@ def default_temperatures() -> NDArray[np.float64]:
     return 10.0 ** (np.arange(-500, 501) / 250.0)
 
 
-def _blocks(n_samples: int, n_classes: int) -> Iterator[slice]:
+def _blocks(n_samples: int, n_classes: int, factor: int = 1) -> Iterator[slice]:
     # The block size depends on the shape only, so the summation order (and
-    # hence every bit of the result) is the same whatever the caller.
-    step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+    # hence every bit of the result) is the same whatever the caller. Float32
+    # passes use blocks of ``_F32_BLOCKS`` float64 blocks (aligned with them):
+    # fewer, larger numpy calls, whose temporaries still fit in the L2 cache.
+    step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1)) * factor
     for start in range(0, n_samples, step):
         yield slice(start, min(start + step, n_samples))
 
 
-def _n_threads(n_jobs: int | None, n_elements: int) -> int:
-    """Threads for a pass: ``None`` means 1 (as in scikit-learn), -1 all cores."""
+def _n_threads(n_jobs: int | None, n_elements: int, n_classes: int) -> int:
+    """Threads for a pass.
+
+    ``None`` uses every core where it pays (measured: wide rows, at least 64
+    classes, and at least 2**22 logits; with few classes the per-block work is
+    too short for threads to win), ``-1`` every core, ``k`` k threads.
+    """
     cores = os.cpu_count() or 1
-    if n_jobs is None or n_elements < 1 << 16:
+    if n_elements < 1 << 18:
         return 1
+    if n_jobs is None:
+        return cores if n_classes >= 64 and n_elements >= 1 << 22 else 1
     if n_jobs < 0:
         return max(1, cores + 1 + n_jobs)
     return max(1, int(n_jobs))
 
 
 def _map_blocks(
-    fn: Callable[[slice], object], n_samples: int, n_classes: int, n_jobs: int | None
+    fn: Callable[[slice], object],
+    n_samples: int,
+    n_classes: int,
+    n_jobs: int | None,
+    factor: int = 1,
 ) -> list:
     """``fn`` over the row blocks, results in block order.
 
@@ -105,8 +119,8 @@ def _map_blocks(
     cores; callers reduce the results in block order, so the answer does not
     depend on the number of threads.
     """
-    slices = list(_blocks(n_samples, n_classes))
-    threads = min(_n_threads(n_jobs, n_samples * n_classes), len(slices))
+    slices = list(_blocks(n_samples, n_classes, factor))
+    threads = min(_n_threads(n_jobs, n_samples * n_classes, n_classes), len(slices))
     if threads <= 1:
         return [fn(rows) for rows in slices]
     # Contiguous groups of blocks per task keep the per-task overhead small.
@@ -134,7 +148,9 @@ def _scratch(name: str, shape: tuple[int, ...], dtype=np.float32) -> NDArray:
     size = math.prod(shape)
     buf = cache.get(name)
     if buf is None or buf.size < size or buf.dtype != dtype:
-        buf = cache[name] = np.empty(max(size, _BLOCK_ELEMENTS), dtype=dtype)
+        buf = cache[name] = np.empty(
+            max(size, _BLOCK_ELEMENTS * _F32_BLOCKS), dtype=dtype
+        )
     return buf[:size].reshape(shape)
 
 
@@ -268,6 +284,7 @@ def _derivatives_many(
     *,
     n_jobs: int | None = None,
     precision: str = "float64",
+    second_moment: bool = True,
 ) -> NDArray[np.float64]:
     """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
     n_samples, n_classes = logits.shape
@@ -282,7 +299,7 @@ def _derivatives_many(
             scale = _scale(sample_weight, rows, gap.shape[0], total)
             bufs = (_scratch("e", d.shape), _scratch("ed", d.shape))
             for k, beta in enumerate(betas):
-                out[k] = _moments32(d, gap, axis, scale, beta, bufs)
+                out[k] = _moments32(d, gap, axis, scale, beta, bufs, second_moment)
             return out
         d, gap = _block_terms(logits[rows], y[rows])
         scale = _scale(sample_weight, rows, gap.shape[0], total)
@@ -309,8 +326,9 @@ def _derivatives_many(
         return out
 
     totals = np.zeros((len(betas), 3))
+    factor = _F32_BLOCKS if single else 1
     with np.errstate(over="ignore", invalid="ignore"):
-        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
+        for part in _map_blocks(block, n_samples, n_classes, n_jobs, factor):
             totals += part
     return totals
 
@@ -367,11 +385,14 @@ def _error_bound(loss: float, n_samples: int, n_classes: int) -> float:
 
     Each row costs a handful of roundings relative to its loss plus about
     ``n_classes`` absolute ones in ``log(sum exp)`` (whose argument is >= 1);
-    the outer sum adds ``log2(block)`` (pairwise) and one per block. A larger
-    bound only widens the set of candidates evaluated exactly, never the answer.
+    the weighted sum of the non-negative row losses adds at most one relative
+    rounding per row of a block (whatever order BLAS uses) and one per block.
+    A larger bound only widens the set of candidates evaluated exactly, never
+    the answer.
     """
-    n_blocks = 1 + n_samples * max(n_classes, 1) // _BLOCK_ELEMENTS
-    terms = n_classes + 16 + math.log2(max(n_samples, 2)) + n_blocks
+    rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+    n_blocks = 1 + n_samples // rows_per_block
+    terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks
     return 8.0 * _EPS * terms * (abs(loss) + 1.0)
 
 
@@ -566,11 +587,21 @@ def _window_pass32(
     exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
 
     def block(rows: slice) -> tuple[NDArray, NDArray, NDArray]:
-        ref = (
-            _nll_block(logits, y, sample_weight, total, rows, exact_t)
-            if exact_t.size
-            else np.zeros(0)
-        )
+        # The float64 values are summed over the float64 blocks inside this
+        # one, in order, exactly as nll_many sums them: the same bits.
+        ref = [
+            _nll_block(
+                logits,
+                y,
+                sample_weight,
+                total,
+                slice(rows.start + sub.start, rows.start + sub.stop),
+                exact_t,
+            )
+            for sub in (
+                _blocks(rows.stop - rows.start, n_classes) if exact_t.size else ()
+            )
+        ]
         binary = n_classes == 2
         if binary:
             # One exponential per row, S = 1 + exp(-beta |z_1 - z_0|): cheap
@@ -620,17 +651,23 @@ def _window_pass32(
     err = np.zeros(temperatures.shape[0])
     ref = np.zeros(exact_t.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
-        for b_est, b_err, b_ref in _map_blocks(block, n_samples, n_classes, n_jobs):
+        for b_est, b_err, b_ref in _map_blocks(
+            block, n_samples, n_classes, n_jobs, _F32_BLOCKS
+        ):
             est += b_est
             err += b_err
-            ref += b_ref
+            for part in b_ref:
+                ref += part
     # float64 roundings of the per-row terms and of the accumulation.
     err += _error64_factor(n_samples, n_classes) * (np.abs(est) + 1.0)
     return est, err, ref
 
 
-def _moments32(d, gap, axis, scale, beta: float, bufs) -> tuple[float, float, float]:
-    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block."""
+def _moments32(
+    d, gap, axis, scale, beta: float, bufs, second_moment: bool = True
+) -> tuple[float, float, float]:
+    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block
+    (``F''`` is NaN without ``second_moment``, which saves a sweep)."""
     b = np.float32(beta)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if d.shape[axis] == 2:
@@ -650,8 +687,11 @@ def _moments32(d, gap, axis, scale, beta: float, bufs) -> tuple[float, float, fl
             # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
             np.multiply(e, d, out=ed)
             mean_d = ed.sum(axis=axis).astype(np.float64) / s
-            np.multiply(ed, d, out=ed)
-            second = ed.sum(axis=axis).astype(np.float64) / s
+            if second_moment:
+                np.multiply(ed, d, out=ed)
+                second = ed.sum(axis=axis).astype(np.float64) / s
+            else:
+                second = np.full_like(mean_d, np.nan)
             loss = gap * beta + np.log(s)
         var_d = np.maximum(second - mean_d * mean_d, 0.0)
         grad = mean_d + gap
@@ -673,8 +713,9 @@ def _warm_start(
     lo: float,
     hi: float,
     start: float,
-) -> tuple[float, float]:
-    """Minimiser of ``F`` on a row subsample and its standard error (in ``beta``).
+) -> tuple[float, float, float]:
+    """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``)
+    and the subsample's ``F''`` there.
 
     The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
     is centred once and costs a few percent of one pass; its answer tells where
@@ -697,7 +738,7 @@ def _warm_start(
         lambda b: _moments32(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-6
     )
     if gap.shape[0] >= n_samples:
-        return beta, 0.0
+        return beta, 0.0, np.nan
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
     b = np.float32(beta)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -712,8 +753,8 @@ def _warm_start(
     sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
     curvature = float(np.average(var_d, weights=w))
     if not curvature > 0 or not np.isfinite(sd):
-        return beta, np.inf
-    return beta, sd / (math.sqrt(grad.shape[0]) * curvature)
+        return beta, np.inf, curvature
+    return beta, sd / (math.sqrt(grad.shape[0]) * curvature), curvature
 
 
 def grid_search(
@@ -759,16 +800,23 @@ def grid_search(
         return SearchResult(float(cand[0]), loss, n_cand > 1, 1)
 
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
-    beta0, se = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
+    beta0, se, h = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
     passes = 0
     beta = beta0
     if not 3.0 * se <= 0.01 * beta0:
         # The subsample leaves the minimum uncertain by more than a grid step
-        # or so: one full float32 Newton step from its answer (quadratic
-        # convergence) before looking at candidates.
-        _, g, h = derivatives(
-            logits, y, beta0, sample_weight, precision="float32", n_jobs=n_jobs
-        )
+        # or so: one full float32 Newton step from its answer before looking at
+        # candidates. The gradient needs all the data; the curvature, a smooth
+        # average, comes from the subsample.
+        _, g, _ = _derivatives_many(
+            logits,
+            y,
+            [beta0],
+            sample_weight,
+            precision="float32",
+            n_jobs=n_jobs,
+            second_moment=False,
+        )[0]
         passes += 1
         if np.isfinite(g) and np.isfinite(h) and h > 0:
             reach = 4.0 * se if np.isfinite(se) else np.inf
@@ -876,7 +924,7 @@ def solve_continuous(
     if width <= 0.0:
         loss = nll(logits, y, t_min, sample_weight, n_jobs=n_jobs)
         return SearchResult(float(t_min), loss, False, 1)
-    x, se = _warm_start(logits, y, sample_weight, lo, hi, start)
+    x, se, _ = _warm_start(logits, y, sample_weight, lo, hi, start)
     passes = 0
     for _ in range(3):
         if se == 0.0 or not lo < x < hi:
