@@ -175,21 +175,24 @@ def main():
     parser.add_argument("--exact-limit", type=float, default=3e9)
     args = parser.parse_args()
 
-    cases = []
-    for fname, label in [
-        ("densenet40_cifar10.npz", "CIFAR-10 val"),
-        ("playground_cifar100.npz", "CIFAR-100 val"),
-    ]:
-        if (DATA / fname).exists():
-            data = np.load(DATA / fname)
-            cases.append((label, data["val_logits"], data["val_labels"]))
-    shapes = (
-        [(10_000, 100)]
-        if args.quick
-        else [(10_000, 100), (50_000, 1_000), (1_000_000, 10), (1_000_000, 2)]
-    )
+    def real(fname):
+        data = np.load(DATA / fname)
+        return data["val_logits"], data["val_labels"]
+
+    # Each case is built right before it runs, and freed after.
+    cases = [
+        (label, lambda fname=fname: real(fname))
+        for fname, label in [
+            ("densenet40_cifar10.npz", "CIFAR-10 val"),
+            ("playground_cifar100.npz", "CIFAR-100 val"),
+        ]
+        if (DATA / fname).exists()
+    ]
+    shapes = [(10_000, 100)]
+    if not args.quick:
+        shapes += [(50_000, 1_000), (1_000_000, 10), (1_000_000, 2)]
     for n, k in shapes:
-        cases.append(("synthetic", *synthetic(n, k)))
+        cases.append(("synthetic", lambda n=n, k=k: synthetic(n, k)))
 
     print(
         f"skts {skts.__version__}, scikit-learn {sklearn.__version__}, numpy "
@@ -204,7 +207,8 @@ def main():
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
-    for label, logits, y in cases:
+    for label, make in cases:
+        logits, y = make()
         r = bench(label, logits, y, args.repeat, args)
         print(
             f"| {r['shape']} | {r['floor_s']:.3f} | {r['grid_s']:.3f} | "

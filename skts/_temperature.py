@@ -558,6 +558,7 @@ def _window_pass32(
     temperatures: NDArray,
     n_jobs: int | None,
     exact: NDArray | None = None,
+    spread: float | None = None,
 ) -> tuple[NDArray, NDArray, NDArray]:
     """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
@@ -576,7 +577,10 @@ def _window_pass32(
     roundings of ``d``, ``beta`` and their product, each amplified by
     ``|u_j|`` through the exponential. ``log S`` adds 4 ulp of itself. The
     bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
-    measured at the smallest ``beta`` of the call and used for all.
+    measured at the smallest ``beta`` of the call and used for all; a caller
+    that knows an upper bound ``spread`` of its weighted mean at a smaller
+    ``beta`` may pass it instead (the bound is linear in it), which saves a
+    sweep.
     """
     temperatures = np.asarray(temperatures, dtype=np.float64)
     order = np.argsort(-temperatures)  # ascending beta: the reference comes first
@@ -619,7 +623,8 @@ def _window_pass32(
         scale = _scale(sample_weight, rows, gap.shape[0], total)
         est = np.empty(temperatures.shape[0])
         err = np.empty(temperatures.shape[0])
-        abs_d = None
+        # (The binary path measures its own, in float64.)
+        abs_d = None if spread is None or binary else np.full(gap.shape[0], spread)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             for k in order:
                 t = float(temperatures[k])
@@ -666,8 +671,11 @@ def _window_pass32(
 def _moments32(
     d, gap, axis, scale, beta: float, bufs, second_moment: bool = True
 ) -> tuple[float, float, float]:
-    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block
-    (``F''`` is NaN without ``second_moment``, which saves a sweep)."""
+    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block.
+
+    Without ``second_moment`` (one sweep less) the third value is instead the
+    weighted mean of ``E_p[-d]``, which the grid search uses in error bounds.
+    """
     b = np.float32(beta)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if d.shape[axis] == 2:
@@ -691,9 +699,12 @@ def _moments32(
                 np.multiply(ed, d, out=ed)
                 second = ed.sum(axis=axis).astype(np.float64) / s
             else:
-                second = np.full_like(mean_d, np.nan)
+                second = None
             loss = gap * beta + np.log(s)
-        var_d = np.maximum(second - mean_d * mean_d, 0.0)
+        if second is None:
+            var_d = -mean_d  # E_p[-d] >= 0, see the docstring
+        else:
+            var_d = np.maximum(second - mean_d * mean_d, 0.0)
         grad = mean_d + gap
         if not np.all(scale > 0):
             loss = np.where(scale > 0, loss, 0.0)
@@ -735,7 +746,7 @@ def _warm_start(
     scale = w / w.sum()
     bufs = (np.empty_like(d), np.empty_like(d))
     beta, _ = _newton_beta(
-        lambda b: _moments32(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-6
+        lambda b: _moments32(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-4
     )
     if gap.shape[0] >= n_samples:
         return beta, 0.0, np.nan
@@ -803,12 +814,13 @@ def grid_search(
     beta0, se, h = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
     passes = 0
     beta = beta0
+    spread_beta = spread = None
     if not 3.0 * se <= 0.01 * beta0:
         # The subsample leaves the minimum uncertain by more than a grid step
         # or so: one full float32 Newton step from its answer before looking at
         # candidates. The gradient needs all the data; the curvature, a smooth
         # average, comes from the subsample.
-        _, g, _ = _derivatives_many(
+        _, g, spread = _derivatives_many(
             logits,
             y,
             [beta0],
@@ -818,6 +830,10 @@ def grid_search(
             second_moment=False,
         )[0]
         passes += 1
+        # The weighted mean of E_p[-d] at beta0 bounds its value at any larger
+        # beta (E_p[-d] falls as beta grows); padded for the float32 rounding
+        # of the pass that measured it.
+        spread_beta, spread = beta0, spread * 1.001 + 1e-12
         if np.isfinite(g) and np.isfinite(h) and h > 0:
             reach = 4.0 * se if np.isfinite(se) else np.inf
             beta = min(
@@ -843,8 +859,15 @@ def grid_search(
         todo = [i for i in range(lo, hi + 1) if i not in est]
         if todo:
             extra = [guess] if want_exact and guess not in exact else []
+            usable = spread_beta is not None and 1.0 / cand[todo].max() >= spread_beta
             e, b, r = _window_pass32(
-                logits, y, sample_weight, cand[todo], n_jobs, exact=cand[extra]
+                logits,
+                y,
+                sample_weight,
+                cand[todo],
+                n_jobs,
+                exact=cand[extra],
+                spread=spread if usable else None,
             )
             est.update(zip(todo, e.tolist(), strict=True))
             err.update(zip(todo, b.tolist(), strict=True))

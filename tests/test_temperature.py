@@ -352,3 +352,24 @@ def test_continuous_takes_few_passes_on_real_logits():
     _, g, h = derivatives(logits, y, 1 / cont.temperature)
     # Within tau = 1e-10 * beta of the root of F': |F'| <= tau * F'' (+ rounding).
     assert abs(g) <= 1e-10 / cont.temperature * h * 1.01 + 1e-12
+
+
+def test_near_tie_is_decided_in_float64_like_brute_force():
+    # 600 rows of the log-9 example: the optimum is T = 2 exactly. Candidates
+    # symmetric around it in beta have losses equal to ~1e-9, far below what
+    # float32 arithmetic can separate: float64 decides, as brute force does.
+    logits = np.tile([0.0, np.log(9.0)], (600, 1)).astype(np.float32)
+    y = np.tile([1, 1, 1, 0], 150)
+    for delta in (1e-3, 1e-5, 1e-7):
+        grid = np.array([1 / (0.5 + delta), 1 / (0.5 - delta), 0.5, 8.0])
+        result = grid_search(logits, y, grid)
+        assert result.temperature == brute_force(logits, y, grid)
+
+
+def test_long_plateau_of_equal_losses():
+    # Huge margins: L(T) underflows to exactly 0 for every small T.
+    logits = np.array([[0.0, 800.0], [900.0, 0.0], [0.0, 1000.0]])
+    y = np.array([1, 0, 1])
+    grid = default_temperatures()
+    result = grid_search(logits, y, grid)
+    assert result.temperature == brute_force(logits, y, grid) == 0.01
