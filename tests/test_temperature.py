@@ -373,3 +373,30 @@ def test_long_plateau_of_equal_losses():
     grid = default_temperatures()
     result = grid_search(logits, y, grid)
     assert result.temperature == brute_force(logits, y, grid) == 0.01
+
+
+@pytest.mark.parametrize(
+    "n, k, dtype, weighted, seed",
+    [
+        (4000, 3, np.float32, False, 0),
+        (3000, 50, np.float32, True, 1),
+        (2000, 200, np.float64, False, 2),
+        (6000, 2, np.float32, True, 3),
+        (30000, 10, np.float32, False, 4),
+        (1500, 400, np.float32, False, 5),
+    ],
+)
+def test_fast_search_equals_brute_force_on_larger_data(n, k, dtype, weighted, seed):
+    # Several blocks, the float32 decision path, a subsample warm start that
+    # is not all the data: the answer is still brute force's, bit for bit.
+    rng = np.random.RandomState(seed)
+    scale = rng.uniform(1, 8)
+    logits = (rng.standard_t(4, size=(n, k)) * scale).astype(dtype)
+    y = np.where(rng.rand(n) < 0.6, logits.argmax(1), rng.randint(0, k, n))
+    w = rng.randint(0, 4, n).astype(float) if weighted else None
+    grid = np.geomspace(0.05, 20, 301)
+    result = grid_search(logits, y, grid, w)
+    assert result.temperature == brute_force(logits, y, grid, w)
+    losses = nll_many(logits, y, grid, w)
+    assert result.loss == pytest.approx(losses.min(), rel=1e-6)
+    assert result.n_passes <= 4
