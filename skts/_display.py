@@ -18,7 +18,7 @@ def _pyplot(what: str):
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - exercised without matplotlib
         raise ImportError(
-            f"{what} needs matplotlib; install it with: pip install 'skts[plot]'"
+            f"{what} needs matplotlib: pip install matplotlib (skts's 'plot' extra)"
         ) from exc
     return plt
 

@@ -433,7 +433,7 @@ def _plot_reliability(path: str, logits, y, temperature) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise CLIError(
-            "--plot needs matplotlib; install it with: pip install 'skts[plot]'"
+            "--plot needs matplotlib: pip install matplotlib (skts's 'plot' extra)"
         ) from None
     from skts._display import ReliabilityDisplay
 
@@ -527,7 +527,7 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("        matplotlib is missing: pip install 'skts[plot]' for figures")
+        print("        no figures: matplotlib is missing (skts's 'plot' extra)")
         return 0
     from skts._display import ReliabilityDisplay, TemperatureCurveDisplay
 

@@ -136,7 +136,9 @@ def test_missing_matplotlib_names_the_plot_extra(monkeypatch):
             monkeypatch.delitem(_sys.modules, name)
     monkeypatch.setitem(_sys.modules, "matplotlib", None)
     monkeypatch.setitem(_sys.modules, "matplotlib.pyplot", None)
-    with pytest.raises(ImportError, match=r"pip install 'skts\[plot\]'"):
+    with pytest.raises(
+        ImportError, match=r"pip install matplotlib .skts's 'plot' extra"
+    ):
         ReliabilityDisplay.from_predictions([0, 1], [0.2, 0.8])
     with pytest.raises(ImportError, match="TemperatureCurveDisplay needs matplotlib"):
         TemperatureCurveDisplay.from_logits(np.array([[0.0, 1.0]]), [1])
