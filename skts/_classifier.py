@@ -38,7 +38,8 @@ __all__ = ["TemperatureScaledClassifier"]
 
 _AUTO_METHODS = ("decision_function", "predict_log_proba", "predict_proba")
 # log(predict_proba) is kept finite: a probability of 0 becomes log(tiny).
-_LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
+_TINY = float(np.finfo(np.float64).tiny)
+_LOG_TINY = float(np.log(_TINY))
 
 
 class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
@@ -397,8 +398,9 @@ def _as_logits(response, method: str, n_classes: int) -> np.ndarray:
     """Turn a response into ``(n_samples, n_classes)`` logits (no checks)."""
     response = np.asarray(response)
     if method == "predict_proba":
-        response = np.log(np.maximum(response.astype(np.float64), 0.0) + 0.0)
-    if method in ("predict_proba", "predict_log_proba"):
+        # log(max(p, tiny)) == max(log p, log tiny); NaN stays NaN for the check.
+        response = np.log(np.maximum(response.astype(np.float64), _TINY))
+    elif method == "predict_log_proba":
         response = np.maximum(response, _LOG_TINY)
     if response.ndim == 1 and n_classes == 2:
         # Logits (0, d): T = 1 gives sigmoid(d) exactly, and the label is

@@ -293,37 +293,19 @@ def _derivatives_many(
     betas = [float(b) for b in betas]
 
     def block(rows: slice) -> NDArray:
-        out = np.empty((len(betas), 3))
         if single:
             d, gap, axis = _centred32(logits[rows], y[rows])
-            scale = _scale(sample_weight, rows, gap.shape[0], total)
             bufs = (_scratch("e", d.shape), _scratch("ed", d.shape))
-            for k, beta in enumerate(betas):
-                out[k] = _moments32(d, gap, axis, scale, beta, bufs, second_moment)
-            return out
-        d, gap = _block_terms(logits[rows], y[rows])
+        else:
+            (d, gap), axis = _block_terms(logits[rows], y[rows]), 1
+            bufs = (
+                _scratch("e64", d.shape, np.float64),
+                _scratch("ed64", d.shape, np.float64),
+            )
         scale = _scale(sample_weight, rows, gap.shape[0], total)
-        for k, beta in enumerate(betas):
-            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                e = np.exp(d * beta)
-                s = e.sum(axis=1)
-                # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
-                ed = e * d
-                mean_d = ed.sum(axis=1) / s
-                second = (ed * d).sum(axis=1) / s
-                loss = gap * beta + np.log(s)
-                var_d = np.maximum(second - mean_d * mean_d, 0.0)
-                grad = mean_d + gap
-                if sample_weight is not None:
-                    loss = np.where(scale > 0, loss, 0.0)
-                    grad = np.where(scale > 0, grad, 0.0)
-                    var_d = np.where(scale > 0, var_d, 0.0)
-                out[k] = (
-                    np.dot(scale, loss),
-                    np.dot(scale, grad),
-                    np.dot(scale, var_d),
-                )
-        return out
+        return np.array(
+            [_moments(d, gap, axis, scale, b, bufs, second_moment) for b in betas]
+        )
 
     totals = np.zeros((len(betas), 3))
     factor = _F32_BLOCKS if single else 1
@@ -464,6 +446,9 @@ def _grid_search_float64(
 ) -> SearchResult:
     """The exact rule, deciding every comparison in float64 (the robust path).
 
+    ``temperatures`` are the sorted unique candidates, at least two, and the
+    rows are not all constant: :func:`grid_search` has handled those cases.
+
     The answer equals brute force (``nll_many`` at every candidate, then the
     smallest candidate among those with the smallest computed loss) bit for
     bit, at a cost independent of the number of candidates in all but
@@ -481,14 +466,8 @@ def _grid_search_float64(
     loss: it can neither win nor tie. Inside the evaluated window the rule is
     applied literally.
     """
-    cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
+    cand = temperatures  # sorted, unique, at least two (see grid_search)
     n_samples, n_classes = logits.shape
-    if cand.shape[0] == 1 or _all_rows_constant(logits):
-        # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
-        # gives the smallest candidate without any floating-point comparison.
-        loss = nll(logits, y, float(cand[0]), sample_weight)
-        return SearchResult(float(cand[0]), loss, cand.shape[0] > 1, 1)
-
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
     beta, passes = _newton_beta(
         lambda b: derivatives(logits, y, b, sample_weight, n_jobs=n_jobs),
@@ -668,15 +647,15 @@ def _window_pass32(
     return est, err, ref
 
 
-def _moments32(
-    d, gap, axis, scale, beta: float, bufs, second_moment: bool = True
-) -> tuple[float, float, float]:
-    """Weighted ``(F, F', F'')`` at ``beta`` from a centred float32 block.
+def _row_moments(d, gap, axis, beta: float, bufs, second_moment: bool = True):
+    """Per-row ``(loss, F'_row, F''_row)`` at ``beta`` from a centred block.
 
-    Without ``second_moment`` (one sweep less) the third value is instead the
-    weighted mean of ``E_p[-d]``, which the grid search uses in error bounds.
+    Works in the dtype of ``d`` (float32 or float64) and accumulates per row
+    in float64. Without ``second_moment`` (one sweep less) the third array is
+    ``E_p[-d]`` instead of the variance, which the grid search uses in error
+    bounds.
     """
-    b = np.float32(beta)
+    b = d.dtype.type(beta)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if d.shape[axis] == 2:
             # Binary: one exponential per row, exp(-beta |z_1 - z_0|).
@@ -695,26 +674,29 @@ def _moments32(
             # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
             np.multiply(e, d, out=ed)
             mean_d = ed.sum(axis=axis).astype(np.float64) / s
+            second = None
             if second_moment:
                 np.multiply(ed, d, out=ed)
                 second = ed.sum(axis=axis).astype(np.float64) / s
-            else:
-                second = None
             loss = gap * beta + np.log(s)
-        if second is None:
-            var_d = -mean_d  # E_p[-d] >= 0, see the docstring
+        if second_moment:
+            third = np.maximum(second - mean_d * mean_d, 0.0)
         else:
-            var_d = np.maximum(second - mean_d * mean_d, 0.0)
-        grad = mean_d + gap
-        if not np.all(scale > 0):
-            loss = np.where(scale > 0, loss, 0.0)
-            grad = np.where(scale > 0, grad, 0.0)
-            var_d = np.where(scale > 0, var_d, 0.0)
-        return (
-            float(np.dot(scale, loss)),
-            float(np.dot(scale, grad)),
-            float(np.dot(scale, var_d)),
-        )
+            third = -mean_d  # E_p[-d] >= 0, see the docstring
+        return loss, mean_d + gap, third
+
+
+def _moments(
+    d, gap, axis, scale, beta: float, bufs, second_moment: bool = True
+) -> tuple[float, float, float]:
+    """Weighted ``(F, F', F'')`` at ``beta`` from a centred block (see
+    :func:`_row_moments` for the third value without ``second_moment``)."""
+    rows = _row_moments(d, gap, axis, beta, bufs, second_moment)
+    if not np.all(scale > 0):
+        # A row of weight 0 counts for nothing, even with an infinite loss.
+        rows = [np.where(scale > 0, r, 0.0) for r in rows]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return tuple(float(np.dot(scale, r)) for r in rows)
 
 
 def _warm_start(
@@ -746,20 +728,12 @@ def _warm_start(
     scale = w / w.sum()
     bufs = (np.empty_like(d), np.empty_like(d))
     beta, _ = _newton_beta(
-        lambda b: _moments32(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-4
+        lambda b: _moments(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-4
     )
     if gap.shape[0] >= n_samples:
         return beta, 0.0, np.nan
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
-    b = np.float32(beta)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        e = np.exp(d * b)
-        s = e.sum(axis=axis).astype(np.float64)
-        ed = e * d
-        mean_d = ed.sum(axis=axis).astype(np.float64) / s
-        second = (ed * d).sum(axis=axis).astype(np.float64) / s
-        var_d = np.maximum(second - mean_d**2, 0.0)
-    grad = mean_d + gap
+    _, grad, var_d = _row_moments(d, gap, axis, beta, bufs)
     mean_g = np.average(grad, weights=w)
     sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
     curvature = float(np.average(var_d, weights=w))

@@ -65,11 +65,10 @@ def _load_array(path: str, *, what: str, key: str | None = None) -> NDArray:
                 names = list(archive.files)
                 if key is None:
                     if len(names) != 1:
+                        option = "--key" if what == "logits" else "--labels-key"
                         raise CLIError(
-                            f"{what} file {path!r} holds {names}; choose one with --key"
-                            if what == "logits"
-                            else f"{what} file {path!r} holds {names}; choose one "
-                            "with --labels-key"
+                            f"{what} file {path!r} holds {names}; choose one "
+                            f"with {option}"
                         )
                     key = names[0]
                 if key not in names:

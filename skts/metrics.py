@@ -557,13 +557,17 @@ def _report_from_sums(sums, n_classes, n_bins) -> dict[str, float]:
     )
     cls_conf = sums[4 + 3 * m : 4 + 3 * m + km].reshape(n_classes, m)
     cls_hit = sums[4 + 3 * m + km :].reshape(n_classes, m)
-    full = counts > 0
+    # The top-label bins as a ReliabilityCurve: ECE and MCE have one definition.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = ReliabilityCurve(
+            conf / counts, hit / counts, counts, np.linspace(0.0, 1.0, m + 1)
+        )
     return {
         "accuracy": float(hits / total),
         "log_loss": float(nll / total),
         "brier_score": float(brier / total),
-        "ece": float(np.abs(hit - conf)[full].sum() / total),
-        "mce": float(np.max(np.abs(hit[full] - conf[full]) / counts[full])),
+        "ece": curve.calibration_error(),
+        "mce": curve.maximum_error(),
         "classwise_ece": float(np.mean(np.abs(cls_hit - cls_conf).sum(axis=1) / total)),
     }
 
