@@ -256,9 +256,7 @@ def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol, n_jobs
             n_jobs=n_jobs,
         )
     if result.at_boundary:
-        warn_boundary(
-            result.temperature, float(temperatures.min()), float(temperatures.max())
-        )
+        warn_boundary(result, float(temperatures.min()), float(temperatures.max()))
     return result
 
 

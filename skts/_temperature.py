@@ -16,6 +16,7 @@ with ``m = max_j z_j``: the largest exponent is exactly 0, so nothing overflows.
 
 from __future__ import annotations
 
+import decimal
 import math
 import os
 import threading
@@ -48,6 +49,11 @@ _EPS = float(np.finfo(np.float64).eps)
 _BIG = float(np.finfo(np.float64).max)
 # Up to this many classes, blocks are handled column-wise (see _centred32).
 _TRANSPOSE_MAX_CLASSES = 32
+# Exponents are clamped at -700 (see _slopes): each clamped exponential is
+# off by at most exp(-700) < 1e-304, and x exp(x) by at most 2 * 700 of that.
+_EXP_FLOOR = -700.0
+_FLUSH = 1e-304
+_FLUSH_X = 2.0 * 700.0 * _FLUSH
 
 
 class BoundaryTemperatureWarning(UserWarning):
@@ -165,6 +171,16 @@ def _row_max(z: NDArray) -> NDArray:
     return m
 
 
+def _row_min(z: NDArray) -> NDArray:
+    """Row minima, like :func:`_row_max`."""
+    if z.shape[1] > _TRANSPOSE_MAX_CLASSES:
+        return z.min(axis=1)
+    m = z[:, 0].copy()
+    for j in range(1, z.shape[1]):
+        np.minimum(m, z[:, j], out=m)
+    return m
+
+
 def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     """Centred logits ``d = z - max(z)`` and the gap ``m - z_y`` of one block."""
     z = np.asarray(z, dtype=np.float64)
@@ -178,8 +194,12 @@ def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
 
 
 def _row_nll(d: NDArray, gap: NDArray, temperature: float) -> NDArray:
+    # Exponents are clamped at -700: numpy's exponential is 10-50 times slower
+    # below, and the change (< 1e-304 per term, beside a row sum >= 1) is far
+    # inside _error_bound's absolute term.
     with np.errstate(over="ignore", under="ignore"):
-        return gap / temperature + np.log(np.exp(d / temperature).sum(axis=1))
+        x = np.maximum(d / temperature, _EXP_FLOOR)
+        return gap / temperature + np.log(np.exp(x, out=x).sum(axis=1))
 
 
 def _weights_total(sample_weight: NDArray | None, n_samples: int) -> float:
@@ -353,13 +373,315 @@ def _centred32(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray, int]:
     return d, gap, 1
 
 
-def _all_rows_constant(logits: NDArray) -> bool:
+def _normalised_weights(sample_weight: NDArray | None) -> NDArray | None:
+    """Weights divided by their largest value.
+
+    The weighted mean does not change, the sum of ``n`` weights is at most
+    ``n`` (no overflow, however large the weights), and ``c * w`` gives the
+    same numbers as ``w`` for every power of two ``c``.
+    """
+    if sample_weight is None:
+        return None
+    top = float(np.max(sample_weight))
+    if not 0.0 < top < np.inf or top == 1.0:
+        return sample_weight
+    return sample_weight / top
+
+
+def _flat(logits: NDArray, sample_weight: NDArray | None) -> bool:
+    """Whether every row of positive weight has all-equal logits.
+
+    Then each row's loss is ``log(n_classes)`` for every ``T``, exactly: the
+    rule gives the smallest candidate without any floating-point comparison.
+    Stops at the first block with a non-constant row (almost free on real data).
+    """
     n_samples, n_classes = logits.shape
     for rows in _blocks(n_samples, n_classes):
         block = logits[rows]
-        if np.any(block.max(axis=1) != block.min(axis=1)):
+        varies = block.max(axis=1) != block.min(axis=1)
+        if sample_weight is not None:
+            varies &= sample_weight[rows] > 0
+        if np.any(varies):
             return False
     return True
+
+
+
+@dataclass(frozen=True)
+class _Slopes:
+    """One float64 read at a few ``beta``: ``(F, F', F'')`` per beta (rows of
+    ``values``), a rigorous bound on the error of each computed ``F'``, and
+    two exact facts about the rows of positive weight."""
+
+    values: NDArray  # shape (n_betas, 3)
+    bound: NDArray  # shape (n_betas,)
+    # Every label has the largest logit of its row (and some row varies):
+    # F' < 0 for every beta, exactly, so the smallest T is the unique answer.
+    separable: bool
+    # Every label has the smallest logit of its row (and some row varies):
+    # F' > 0 for every beta, so the largest T is the unique answer.
+    anti_separable: bool
+
+    def decreasing(self, k: int) -> bool:
+        """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
+        return self.separable or self.values[k, 1] < -self.bound[k]
+
+    def increasing(self, k: int) -> bool:
+        """``F' > 0`` at the k-th beta, proven (hence on every larger beta too)."""
+        return self.anti_separable or self.values[k, 1] > self.bound[k]
+
+
+def _slopes(
+    logits: NDArray,
+    y: NDArray,
+    sample_weight: NDArray | None,
+    temperatures,
+    n_jobs: int | None = None,
+    *,
+    moments: bool = True,
+) -> _Slopes:
+    """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
+    in float64, with a proven bound on the error of ``F'``; one read.
+
+    ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
+    clamped at -700 as there). With ``moments=False`` only ``F`` and the
+    exact facts are computed (about half the work); ``F'`` and ``F''`` are
+    then NaN and their bound infinite.
+
+    Notes
+    -----
+    Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
+    ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
+    slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
+    and ``3 u beta |d_j|`` from the roundings of ``d_j``, ``x_j = d_j / T``
+    and of ``beta`` itself; the sums of the ``K`` same-signed terms add ``K u``.
+    Hence ``|computed - exact| <= u (2 g + (2K + 12) M1 + 4 beta (M2 + M1**2))``
+    per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
+    E_p[-x])`` for exponents clamped at -700 (to keep numpy's exponential off
+    its slow subnormal path), plus the weighted accumulation: at most one
+    relative rounding per row of a block and one per block, as in
+    :func:`_error_bound`.
+    """
+    temperatures = [float(t) for t in temperatures]
+    n_samples, n_classes = logits.shape
+    total = _weights_total(sample_weight, n_samples)
+    unit = _EPS / 2.0
+
+    def block(rows: slice):
+        z = np.asarray(logits[rows], dtype=np.float64)
+        zy = z[np.arange(z.shape[0]), y[rows]]
+        m = _row_max(z)
+        low = _row_min(z)
+        scale = _scale(sample_weight, rows, z.shape[0], total)
+        live = scale > 0
+        facts = (
+            bool(np.all((zy == m) | ~live)),
+            bool(np.all((zy == low) | ~live)),
+            bool(np.any((m > low) & live)),
+        )
+        # Scratch buffers: fresh block-sized temporaries cost page faults.
+        d = _scratch("slope_d", z.shape, np.float64)
+        x = _scratch("slope_x", z.shape, np.float64)
+        e = _scratch("slope_e", z.shape, np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.subtract(z, m[:, None], out=d)
+            gap = m - zy
+            spread = m - low
+            if not np.isfinite(spread).all():
+                # Differences of logits near +-1e308 may overflow; -max keeps
+                # them finite (their exponentials are 0 anyway).
+                np.maximum(d, -_BIG, out=d)
+                gap = np.minimum(gap, _BIG)
+                spread = np.minimum(spread, _BIG)
+        out = np.empty((len(temperatures), 5))
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            for k, t in enumerate(temperatures):
+                # Moments of x = d / T, the exponent, which is moderate
+                # wherever exp(x) matters (d**2 alone may overflow):
+                # M1 = t * E[-x], beta * M2 = t * E[x**2], beta * M1**2 = t * E[-x]**2.
+                np.divide(d, t, out=x)
+                # numpy's exponential is 10-50 times slower for exponents below
+                # about -700 (results near or below the underflow threshold);
+                # clamped there they are below 1e-304, an error covered by the
+                # bound (_FLUSH) and invisible beside a row sum of at least 1.
+                np.maximum(x, _EXP_FLOOR, out=x)
+                np.exp(x, out=e)
+                s = e.sum(axis=1)
+                loss = gap / t + np.log(s)
+                if not moments:
+                    if not np.all(live):
+                        loss = np.where(live, loss, 0.0)
+                    out[k] = [np.dot(scale, loss), np.nan, np.nan, np.inf, np.inf]
+                    continue
+                np.multiply(e, x, out=e)
+                m1x = -e.sum(axis=1) / s
+                np.multiply(e, x, out=e)
+                m2x = e.sum(axis=1) / s
+                slope = gap - m1x * t
+                curv = np.maximum(m2x - m1x * m1x, 0.0) * t * t
+                err = 2.0 * unit * (
+                    2.0 * gap
+                    + (2.0 * n_classes + 12.0) * (m1x * t)
+                    + 4.0 * t * (m2x + m1x * m1x)
+                ) + n_classes * t * (_FLUSH_X + _FLUSH * m1x)
+                parts = [loss, slope, curv, err, np.abs(slope)]
+                if not np.all(live):
+                    # A row of weight 0 counts for nothing, even with an
+                    # infinite loss.
+                    parts = [np.where(live, r, 0.0) for r in parts]
+                out[k] = [np.dot(scale, r) for r in parts]
+        return out, facts
+
+    totals = np.zeros((len(temperatures), 5))
+    all_top = all_bottom = True
+    varies = False
+    with np.errstate(over="ignore", invalid="ignore"):
+        for part, (top, bottom, var) in _map_blocks(
+            block, n_samples, n_classes, n_jobs
+        ):
+            totals += part
+            all_top &= top
+            all_bottom &= bottom
+            varies |= var
+    # The weighted sums add at most one relative rounding per row of a block
+    # and one per block to the sum of |row slope|.
+    rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+    n_blocks = 1 + n_samples // rows_per_block
+    accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
+    bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
+    return _Slopes(totals[:, :3], bound, all_top and varies, all_bottom and varies)
+
+
+# Digits of the evaluator that decides near-ties (Python's decimal module:
+# correctly rounded exp and ln).
+_HP_DIGITS = 50
+
+
+def _exact_losses(
+    logits: NDArray,
+    y: NDArray,
+    sample_weight: NDArray | None,
+    temperatures,
+) -> tuple[list[decimal.Decimal], decimal.Decimal]:
+    """``L(T)`` at each of ``temperatures`` to about 50 significant digits.
+
+    Returns the values and ``rel``, a proven bound on their relative error.
+
+    Notes
+    -----
+    Per row, ``S = 1 + r`` with ``r`` the sum of the exponentials other than
+    one at the row's maximum, and the loss is ``g beta + ln(1 + r)``: every
+    term is non-negative and computed to a relative error of a few units of
+    the ``_HP_DIGITS``-th digit (Python's decimal rounds ``exp``, ``ln`` and
+    the arithmetic correctly), so relative errors add up linearly over the
+    terms, the rows and the weights: ``rel = (n_classes + n_samples + 40) *
+    10**(1 - digits)``, below 1e-30 for any input that fits a computer.
+    ``ln(1 + r)`` keeps that relative accuracy when ``r`` is tiny (a series
+    below 1e-20, 22 more digits above). Exponentials below ``10**-(digits +
+    5) / n_classes`` of the row's largest term are skipped. Values below
+    about ``10**-(10**18)`` underflow even here (only on data where every
+    label wins by a margin near 1e17 times ``T``).
+
+    About 10 microseconds per logit and temperature: only near-ties use it.
+    """
+    ctx = decimal.Context(
+        prec=_HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+    )
+    wide = ctx.copy()
+    wide.prec = _HP_DIGITS + 22
+    dec = decimal.Decimal
+    n_samples, n_classes = logits.shape
+    inverse = [ctx.divide(1, dec(float(t))) for t in temperatures]
+    margin = dec((_HP_DIGITS + 5) * math.log(10.0) + math.log(n_classes))
+    small = dec("1e-20")
+    totals = [dec(0)] * len(inverse)
+    weight_sum = dec(0)
+    for rows in _blocks(n_samples, n_classes):
+        z_block = np.asarray(logits[rows], dtype=np.float64).tolist()
+        y_block = y[rows].tolist()
+        w_block = (
+            [1.0] * len(y_block)
+            if sample_weight is None
+            else np.asarray(sample_weight[rows], dtype=np.float64).tolist()
+        )
+        for z, label, w in zip(z_block, y_block, w_block, strict=True):
+            if w == 0.0:
+                continue  # a row of weight 0 counts for nothing
+            first = max(range(len(z)), key=z.__getitem__)
+            top = dec(z[first])
+            diffs = [ctx.subtract(dec(v), top) for j, v in enumerate(z) if j != first]
+            gap = ctx.subtract(top, dec(z[label]))
+            weight = dec(w)
+            weight_sum = ctx.add(weight_sum, weight)
+            for k, beta in enumerate(inverse):
+                xs = [ctx.multiply(d, beta) for d in diffs]
+                # The row's largest term: ln of max(g beta, largest exponential).
+                big = max(xs)
+                scale = ctx.multiply(gap, beta)
+                if scale > 0:
+                    big = max(big, ctx.ln(scale))
+                cut = ctx.subtract(big, margin)
+                rest = dec(0)
+                for x in xs:
+                    if x > cut:
+                        rest = ctx.add(rest, ctx.exp(x))
+                if rest < small:
+                    # ln(1 + r) = r - r**2/2 + r**3/3 - ..., error below r**4.
+                    log_s = ctx.add(
+                        ctx.subtract(rest, ctx.divide(ctx.multiply(rest, rest), 2)),
+                        ctx.divide(ctx.power(rest, 3), 3),
+                    )
+                else:
+                    log_s = ctx.plus(wide.ln(wide.add(1, rest)))
+                loss = ctx.add(scale, log_s)
+                totals[k] = ctx.add(totals[k], ctx.multiply(weight, loss))
+    values = [ctx.divide(t, weight_sum) for t in totals]
+    rel = dec(n_classes + n_samples + 40).scaleb(1 - _HP_DIGITS)
+    return values, rel
+
+
+def _decide(
+    logits: NDArray,
+    y: NDArray,
+    sample_weight: NDArray | None,
+    cand: NDArray,
+    values: dict[int, float],
+) -> tuple[int, float, bool]:
+    """The exact rule among candidates (indices into the ascending ``cand``)
+    whose float64 losses are ``values``; every other candidate is known to
+    be worse.
+
+    Candidates whose float64 values cannot be told apart from the best one
+    within the evaluator's proven error bound are decided by
+    :func:`_exact_losses`; values that agree within its (about 1e-47
+    relative) bound count as equal, and equal losses go to the smallest
+    temperature. Returns the chosen index, its float64 loss, and whether the
+    high-precision evaluator ran.
+    """
+    n_samples, n_classes = logits.shape
+    c64 = _error64_factor(n_samples, n_classes)
+
+    def slack(v: float) -> float:
+        return c64 * (abs(v) + 1.0)
+
+    best = min(values, key=lambda i: (values[i], i))
+    top = values[best]
+    if np.isfinite(top):
+        tied = [i for i, v in values.items() if v - slack(v) <= top + slack(top)]
+    else:  # every loss overflowed float64: only the exact values can tell
+        tied = [i for i, v in values.items() if not v < np.inf]
+    if len(tied) == 1:
+        return best, top, False
+    tied.sort()
+    exact, rel = _exact_losses(logits, y, sample_weight, cand[tied])
+    low = min(exact)
+    chosen = next(
+        i for i, v in zip(tied, exact, strict=True) if v * (1 - rel) <= low * (1 + rel)
+    )
+    loss = values[chosen]
+    if not np.isfinite(loss):
+        loss = float(exact[tied.index(chosen)])
+    return chosen, loss, True
 
 
 def _error_bound(loss: float, n_samples: int, n_classes: int) -> float:
@@ -386,6 +708,9 @@ class SearchResult:
     loss: float
     at_boundary: bool
     n_passes: int
+    # The loss is the same for every temperature (every row of positive
+    # weight has all-equal logits): the smallest one was chosen by the rule.
+    flat: bool = False
 
 
 def _newton_beta(
@@ -427,7 +752,7 @@ def _newton_beta(
             elif new <= lo and not tried_lo:
                 new = lo
             else:
-                new = math.sqrt(lo * hi)
+                new = math.sqrt(lo) * math.sqrt(hi)  # lo * hi may underflow
         if abs(new - beta) <= rtol * beta:
             beta = new
             break
@@ -514,10 +839,9 @@ def _grid_search_float64(
         evaluate(idx)
         width *= 2
 
-    best = min(losses.values())
-    chosen = min(i for i, v in losses.items() if v == best)
+    chosen, loss, hp = _decide(logits, y, sample_weight, cand, losses)
     at_boundary = chosen in (0, cand.shape[0] - 1)
-    return SearchResult(float(cand[chosen]), best, at_boundary, passes)
+    return SearchResult(float(cand[chosen]), loss, at_boundary, passes + hp)
 
 
 _U32 = 2.0**-24
@@ -699,6 +1023,14 @@ def _moments(
         return tuple(float(np.dot(scale, r)) for r in rows)
 
 
+def _float32_range(beta_lo: float, beta_hi: float) -> bool:
+    """Whether the float32 passes (and their error bounds) apply to every
+    ``beta`` in ``[beta_lo, beta_hi]``: ``beta`` and ``beta * d`` must stay far
+    from float32 underflow and overflow (``d`` is clipped at -3.4e38, which
+    changes nothing once ``beta >= 1e-30``: both exponentials are 0)."""
+    return 1e-30 <= beta_lo and beta_hi <= 1e30
+
+
 def _warm_start(
     logits: NDArray,
     y: NDArray,
@@ -706,40 +1038,57 @@ def _warm_start(
     lo: float,
     hi: float,
     start: float,
-) -> tuple[float, float, float]:
-    """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``)
-    and the subsample's ``F''`` there.
+) -> tuple[float, float, float, int]:
+    """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``),
+    the subsample's ``F''`` there, and which end the subsample points to.
 
     The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
     is centred once and costs a few percent of one pass; its answer tells where
-    to look, never what to answer.
+    to look, never what to answer. The last value is ``1`` when every
+    subsample label has the largest logit of its row (the data may prefer
+    ``T -> 0``), ``-1`` when every one has the smallest (``T -> infinity``),
+    else ``0``: exact comparisons, where the float32 derivatives underflow.
     """
     n_samples, n_classes = logits.shape
     m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
     step = max(1, n_samples // m)
     rows = slice(0, step * m, step)
     sub_y = y[rows]
-    d, gap, axis = _centred32(np.ascontiguousarray(logits[rows]), sub_y)
-    d = d.copy()  # the subsample outlives the scratch buffers
+    sub = np.ascontiguousarray(logits[rows])
     sub_w = None if sample_weight is None else sample_weight[rows]
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
-    w = np.ones(gap.shape[0]) if sub_w is None else sub_w
+    w = np.ones(sub_y.shape[0]) if sub_w is None else sub_w
+    z_y = sub[np.arange(sub.shape[0]), sub_y]
+    live = w > 0
+    edge = (
+        1
+        if np.all(z_y[live] == _row_max(sub)[live])
+        else -1
+        if np.all(z_y[live] == _row_min(sub)[live])
+        else 0
+    )
+    if edge:
+        # The subsample's own minimum is at that end; Newton would only crawl
+        # there (the derivatives decay exponentially on separable rows).
+        return (hi if edge == 1 else lo), np.inf, np.nan, edge
+    d, gap, axis = _centred32(sub, sub_y)
+    d = d.copy()  # the subsample outlives the scratch buffers
     scale = w / w.sum()
     bufs = (np.empty_like(d), np.empty_like(d))
     beta, _ = _newton_beta(
         lambda b: _moments(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-4
     )
     if gap.shape[0] >= n_samples:
-        return beta, 0.0, np.nan
+        return beta, 0.0, np.nan, edge
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
     _, grad, var_d = _row_moments(d, gap, axis, beta, bufs)
     mean_g = np.average(grad, weights=w)
     sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
     curvature = float(np.average(var_d, weights=w))
     if not curvature > 0 or not np.isfinite(sd):
-        return beta, np.inf, curvature
-    return beta, sd / (math.sqrt(grad.shape[0]) * curvature), curvature
+        return beta, np.inf, curvature, edge
+    return beta, sd / (math.sqrt(grad.shape[0]) * curvature), curvature, edge
 
 
 def grid_search(
@@ -776,20 +1125,66 @@ def grid_search(
     the float64 search takes over.
     """
     cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
+    sample_weight = _normalised_weights(sample_weight)
     n_samples, n_classes = logits.shape
     n_cand = cand.shape[0]
-    if n_cand == 1 or _all_rows_constant(logits):
+    if n_cand == 1 or _flat(logits, sample_weight):
         # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
         # gives the smallest candidate without any floating-point comparison.
         loss = nll(logits, y, float(cand[0]), sample_weight, n_jobs=n_jobs)
-        return SearchResult(float(cand[0]), loss, n_cand > 1, 1)
+        return SearchResult(float(cand[0]), loss, n_cand > 1, 1, flat=n_cand > 1)
 
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
-    beta0, se, h = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
+    if not _float32_range(beta_lo, beta_hi):
+        return _grid_search_float64(
+            logits, y, cand, sample_weight, start=start, n_jobs=n_jobs
+        )
+    beta0, se, h, edge = _warm_start(
+        logits, y, sample_weight, beta_lo, beta_hi, start
+    )
     passes = 0
     beta = beta0
     spread_beta = spread = None
-    if not 3.0 * se <= 0.01 * beta0:
+    if edge:
+        # Every subsample label has its row's largest (smallest) logit: read
+        # the loss at the matching end and the exact facts of every row. If
+        # all the data are like that, the answer is proven without any
+        # floating-point comparison.
+        t = cand[0] if edge == 1 else cand[-1]
+        facts = _slopes(logits, y, sample_weight, [t], n_jobs, moments=False)
+        passes += 1
+        if facts.separable if edge == 1 else facts.anti_separable:
+            return SearchResult(float(t), float(facts.values[0, 0]), True, passes)
+    near_hi = edge != -1 and not beta0 + 4.0 * se < beta_hi
+    near_lo = edge != 1 and not beta0 - 4.0 * se > beta_lo
+    if near_hi or near_lo:
+        # The subsample puts the minimum at (or near) an end of the range. By
+        # convexity one proven sign of F' at that end settles it: F'(beta_hi)
+        # < 0 means F decreases on the whole range, so the smallest candidate
+        # is the unique minimiser (and symmetrically at beta_lo). One read.
+        ends = [t for t, near in ((cand[0], near_hi), (cand[-1], near_lo)) if near]
+        check = _slopes(logits, y, sample_weight, ends, n_jobs)
+        passes += 1
+        for k, t in enumerate(ends):
+            if t == cand[0] and check.decreasing(k):
+                return SearchResult(float(t), float(check.values[k, 0]), True, passes)
+            if t == cand[-1] and check.increasing(k):
+                return SearchResult(float(t), float(check.values[k, 0]), True, passes)
+        if check.separable or check.anti_separable:
+            # Proven, but the loss was read at the other end only.
+            t = cand[0] if check.separable else cand[-1]
+            loss = nll(logits, y, float(t), sample_weight, n_jobs=n_jobs)
+            return SearchResult(float(t), loss, True, passes + 1)
+        # Not settled: one float64 Newton step from the end nearer the
+        # subsample's answer replaces the float32 gradient pass below.
+        k = 0 if near_hi else len(ends) - 1
+        _, g, curv = check.values[k]
+        end_beta = 1.0 / ends[k]
+        beta = end_beta
+        if np.isfinite(g) and np.isfinite(curv) and curv > 0:
+            beta = min(max(end_beta - g / curv, beta_lo), beta_hi)
+        se = 0.0
+    elif not 3.0 * se <= 0.01 * beta0:
         # The subsample leaves the minimum uncertain by more than a grid step
         # or so: one full float32 Newton step from its answer before looking at
         # candidates. The gradient needs all the data; the curvature, a smooth
@@ -872,10 +1267,11 @@ def grid_search(
                 values = nll_many(logits, y, cand[todo], sample_weight, n_jobs=n_jobs)
                 exact.update(zip(todo, values.tolist(), strict=True))
                 passes += 1
-            top = min(exact[i] for i in close)
-            chosen = min(i for i in close if exact[i] == top)
+            chosen, top, hp = _decide(
+                logits, y, sample_weight, cand, {i: exact[i] for i in close}
+            )
             return SearchResult(
-                float(cand[chosen]), top, chosen in (0, n_cand - 1), passes
+                float(cand[chosen]), top, chosen in (0, n_cand - 1), passes + hp
             )
         guess = best
         width = hi - lo + 1
@@ -906,25 +1302,86 @@ def solve_continuous(
     """Minimise ``L(T)`` over ``[t_min, t_max]``: bracketed Newton in ``beta``.
 
     Works on the convex ``F(beta) = L(1/beta)`` over ``[1/t_max, 1/t_min]``, of
-    width ``W``. A row subsample and float32 Newton steps on all the data give
-    a starting point (they steer, they never shrink the bracket). Then float64
-    evaluations of ``F'`` shrink a bracket around the minimiser, with Newton
-    steps allowed wherever even their worse outcome leaves a bracket that the
-    remaining bisection steps can bring below ``tau = tol * beta_start``; so
-    the answer is within ``tau`` of a minimiser after at most
-    ``ceil(log2(W / tau)) + 3`` float64 evaluations (the 3 spare ones let
-    Newton run first; it usually finishes in 2 or 3). When ``F'`` keeps one
-    sign on the whole interval, the endpoint is returned.
+    width ``W``, and reads the data at most ``ceil(log2(W / tau)) + 3`` times
+    in all, ``tau = tol * beta_start``.
+
+    Notes
+    -----
+    A row subsample gives a starting point. Unless it clearly puts the
+    minimum inside the range, one read first evaluates ``F'`` at both ends
+    with a proven error bound: a proven ``F' < 0`` at ``1/t_min`` (or ``> 0``
+    at ``1/t_max``) means, by convexity, that the loss falls (rises) on the
+    whole range, and that end is returned at once. Then at most two float32
+    Newton steps on all the data steer (they never shrink the bracket), and
+    float64 evaluations of ``F'`` shrink a bracket around the minimiser. Each
+    read adds, beside Newton's points, the middle of any gap (between the
+    bracket ends and the points) wider than ``tau * 2**(r - 1)``, ``r`` the
+    reads left, so whatever the signs the bracket is at most ``tau`` wide when
+    the budget is spent; Newton steps (two points straddling the target, in
+    one read, once Newton is in its quadratic phase) usually end it after 2 or
+    3 float64 reads. The search also stops at a point where
+    ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
+    side of it the minimiser lies.
     """
+    sample_weight = _normalised_weights(sample_weight)
     lo, hi = 1.0 / t_max, 1.0 / t_min
     width = hi - lo
-    if width <= 0.0:
+    if width <= 0.0 or _flat(logits, sample_weight):
+        # One point, or the same loss everywhere: the lower end of T.
         loss = nll(logits, y, t_min, sample_weight, n_jobs=n_jobs)
-        return SearchResult(float(t_min), loss, False, 1)
-    x, se, _ = _warm_start(logits, y, sample_weight, lo, hi, start)
+        return SearchResult(float(t_min), loss, width > 0, 1, flat=width > 0)
+    steer = _float32_range(lo, hi)
+    edge = 0
+    if steer:
+        x, se, _, edge = _warm_start(logits, y, sample_weight, lo, hi, start)
+    else:  # beyond float32's range: no float32 steering
+        x, se = min(max(start, lo), hi), np.inf
+    tau = tol * max(x, lo)
+    budget = max(1, math.ceil(math.log2(width / tau))) + 3
     passes = 0
-    for _ in range(3):
-        if se == 0.0 or not lo < x < hi:
+    a, b = lo, hi
+    neg_seen = pos_seen = False
+    # beta -> (F, F', F'', bound on F')
+    info: dict[float, tuple[float, float, float, float]] = {}
+    settled: float | None = None  # a point where the sign of F' is unknowable
+
+    def read(points: list[float]) -> _Slopes:
+        nonlocal passes, a, b, neg_seen, pos_seen, settled
+        res = _slopes(logits, y, sample_weight, [1.0 / p for p in points], n_jobs)
+        passes += 1
+        for p, (f, g, h), bound in zip(points, res.values, res.bound, strict=True):
+            info[p] = (float(f), float(g), float(h), float(bound))
+            if not abs(g) > bound:
+                settled = p if settled is None else settled
+            elif g > 0:
+                b, pos_seen = min(b, p), True
+            else:
+                a, neg_seen = max(a, p), True
+        return res
+
+    if edge:
+        # Every subsample label has its row's largest (smallest) logit: the
+        # loss at that end and the exact facts of every row, in one cheap read.
+        end = hi if edge == 1 else lo
+        facts = _slopes(logits, y, sample_weight, [1.0 / end], n_jobs, moments=False)
+        passes += 1
+        if facts.separable if edge == 1 else facts.anti_separable:
+            t = float(t_min) if edge == 1 else float(t_max)
+            return SearchResult(t, float(facts.values[0, 0]), True, passes)
+    if edge or not (lo < x - 4.0 * se and x + 4.0 * se < hi):
+        # The seed: the sign of F' at both ends, in one read.
+        ends = read([lo, hi])
+        if ends.decreasing(1):
+            return SearchResult(float(t_min), info[hi][0], True, passes)
+        if ends.increasing(0):
+            return SearchResult(float(t_max), info[lo][0], True, passes)
+        # Newton from the end nearer the subsample's answer.
+        p = hi if abs(x - hi) < abs(x - lo) else lo
+        _, g, h, _ = info[p]
+        x = min(max(p - g / h, lo), hi) if 0 < h < np.inf and np.isfinite(g) else x
+        settled = None
+    while passes < 3:  # at most 3 reads before the float64 phase
+        if not steer or se == 0.0 or not lo < x < hi:
             break  # the subsample was all the data, or the answer is an end
         _, g, h = derivatives(
             logits, y, x, sample_weight, precision="float32", n_jobs=n_jobs
@@ -939,58 +1396,62 @@ def solve_continuous(
         x = new
         if done:
             break
-    tau = tol * max(x, lo)
-    budget = max(1, math.ceil(math.log2(width / tau))) + 3
-    a, b = lo, hi
-    neg_seen = pos_seen = False
-    values: dict[float, float] = {}
-    points = [x]
-    used = 0
-    while used < budget:
-        # Any point whose worse side is <= tau * 2**(remaining - 1) keeps the
-        # promise; the midpoint always qualifies.
-        evaluated = []
-        for p in points:
-            reach = tau * 2.0 ** (budget - used - 1)
-            evaluated.append(min(max(p, b - reach), a + reach))
-            used += 1
-        results = _derivatives_many(logits, y, evaluated, sample_weight, n_jobs=n_jobs)
-        passes += 1
-        x, g, h = evaluated[-1], 0.0, 0.0
-        for p, (f, g_p, h_p) in zip(evaluated, results, strict=True):
-            values[p] = f
-            if g_p == 0.0:
-                a = b = p
-            elif g_p > 0:
-                b, pos_seen = min(b, p), True
-            else:
-                a, neg_seen = max(a, p), True
-            if p in (a, b):
-                x, g, h = p, g_p, h_p
-        if a == b or b - a <= tau:
-            break
-        step = g / h if h > 0 and np.isfinite(h) and np.isfinite(g) else np.inf
-        target = x - step
-        if abs(step) < 1e-5 * x:
-            # Newton is in its quadratic phase: its target is far closer than
-            # tau to the root; straddle it, both points in one read.
-            points = [target - 0.45 * tau, target + 0.45 * tau]
-            continue
-        if target >= b:
-            # Beyond the bracket: look at the end itself once (the minimum is
-            # often there), else bisect.
-            target = hi if b == hi and hi not in values else 0.5 * (a + b)
-        elif target <= a:
-            target = lo if a == lo and lo not in values else 0.5 * (a + b)
+    # The float64 phase: at most budget - passes reads, each keeping its
+    # points within reach of both ends of the bracket.
+    target = x
+    while passes < budget and settled is None and b - a > tau:
+        reach = tau * 2.0 ** (budget - passes - 1)
         points = [target]
-    if a == b:
+        near = [p for p in info if a <= p <= b]
+        if near:
+            p = min(near, key=lambda q: abs(info[q][1]))
+            _, g, h, _ = info[p]
+            step = g / h if 0 < h < np.inf and np.isfinite(g / h) else np.inf
+            target = p - step
+            if not a < target < b:
+                # Beyond the bracket: look at an untried end once (the minimum
+                # is often there), else bisect (in log space when it is wide).
+                if target >= b and b == hi and hi not in info:
+                    target = hi
+                elif target <= a and a == lo and lo not in info:
+                    target = lo
+                elif a > 0 and b > 4.0 * a:
+                    target = math.sqrt(a) * math.sqrt(b)
+                else:
+                    target = 0.5 * (a + b)
+                points = [target]
+            elif step * step <= tau * p:
+                # Quadratic phase: the next Newton error (~step**2 / beta) is
+                # about tau or less; straddle the target, both points in one read.
+                points = [max(target - 0.45 * tau, a), min(target + 0.45 * tau, b)]
+            else:
+                points = [target]
+        if budget - passes == 1:
+            # The last read: an end that may be the answer must be known.
+            points += [e for e in (lo, hi) if e in (a, b) and e not in info]
+        points = sorted({q for q in points if a <= q <= b})
+        # Whatever the signs, the next bracket is one of the gaps between a,
+        # the points and b: split any gap wider than reach at its middle (the
+        # bracket is at most 2 reach wide, so one split suffices). Newton's
+        # points go where Newton wants; the guarantee costs extra points in the
+        # same read only when they do not already keep it.
+        edges = [a, *points, b]
+        points += [0.5 * (u + v) for u, v in zip(edges, edges[1:]) if v - u > reach]
+        read(sorted(set(points)))
+    if settled is not None:
+        beta = settled
+    elif a == b:
         beta = a
     elif not pos_seen:
         beta = hi  # F' < 0 wherever evaluated: the minimiser is the upper end
     elif not neg_seen:
         beta = lo
     else:
-        beta = min((a, b), key=lambda v: values.get(v, np.inf))
+        beta = min((a, b), key=lambda v: info[v][0] if v in info else np.inf)
+    if beta not in info:
+        # (Only when the last read had to spend its points elsewhere.)
+        known = [v for v in (a, b) if v in info]
+        beta = known[0] if known else beta
     at_boundary = beta in (lo, hi)
     if beta == lo:
         temperature = float(t_max)
@@ -998,25 +1459,32 @@ def solve_continuous(
         temperature = float(t_min)
     else:
         temperature = 1.0 / beta
-    if beta in values:
-        loss = values[beta]
+    if beta in info:
+        loss = info[beta][0]
     else:
         loss = nll(logits, y, temperature, sample_weight, n_jobs=n_jobs)
         passes += 1
     return SearchResult(float(temperature), float(loss), at_boundary, passes)
 
 
-def warn_boundary(temperature: float, low: float, high: float) -> None:
+def warn_boundary(result: SearchResult, low: float, high: float) -> None:
     """Emit :class:`BoundaryTemperatureWarning` for a boundary choice."""
-    side = "smallest" if temperature == low else "largest"
-    hint = "T -> 0" if temperature == low else "T -> infinity"
-    warnings.warn(
-        f"The chosen temperature {temperature!r} is the {side} candidate "
-        f"(range [{low!r}, {high!r}]); the validation loss may keep decreasing "
-        f"beyond it: the data may prefer {hint}.",
-        BoundaryTemperatureWarning,
-        stacklevel=3,
-    )
+    if result.flat:
+        message = (
+            f"The validation loss is the same for every temperature (every row "
+            f"of positive weight has all-equal logits): the rule chose the "
+            f"smallest one, {result.temperature!r}."
+        )
+    else:
+        low_end = result.temperature == low
+        side = "smallest" if low_end else "largest"
+        hint = "T -> 0" if low_end else "T -> infinity"
+        message = (
+            f"The chosen temperature {result.temperature!r} is the {side} "
+            f"candidate (range [{low!r}, {high!r}]); the validation loss may keep "
+            f"decreasing beyond it: the data may prefer {hint}."
+        )
+    warnings.warn(message, BoundaryTemperatureWarning, stacklevel=3)
 
 
 def log_softmax(logits: NDArray, temperature: float) -> NDArray[np.float64]:
