@@ -374,18 +374,23 @@ def _centred32(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray, int]:
 
 
 def _normalised_weights(sample_weight: NDArray | None) -> NDArray | None:
-    """Weights divided by their largest value.
+    """Weights scaled by the power of two that brings the largest into [0.5, 1).
 
-    The weighted mean does not change, the sum of ``n`` weights is at most
-    ``n`` (no overflow, however large the weights), and ``c * w`` gives the
-    same numbers as ``w`` for every power of two ``c``.
+    Scaling by a power of two is exact (the rule sees the very same weighted
+    mean), the sum of ``n`` weights is then below ``n`` (no overflow, however
+    large the weights), and ``c * w`` gives the same numbers as ``w`` for
+    every power of two ``c``. (Weights below ``2**-1022`` times the largest
+    become subnormal and may round: a relative change below 1e-300.)
     """
     if sample_weight is None:
         return None
     top = float(np.max(sample_weight))
-    if not 0.0 < top < np.inf or top == 1.0:
+    if not 0.0 < top < np.inf:
         return sample_weight
-    return sample_weight / top
+    exponent = math.frexp(top)[1]
+    if exponent == 0:
+        return sample_weight
+    return np.ldexp(sample_weight, -exponent)
 
 
 def _flat(logits: NDArray, sample_weight: NDArray | None) -> bool:
@@ -421,6 +426,8 @@ class _Slopes:
     # Every label has the smallest logit of its row (and some row varies):
     # F' > 0 for every beta, so the largest T is the unique answer.
     anti_separable: bool
+    # The Newton step F'/F'' in beta per beta (inf where F'' is 0 or unknown).
+    steps: NDArray
 
     def decreasing(self, k: int) -> bool:
         """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
@@ -518,13 +525,13 @@ def _slopes(
                 np.multiply(e, x, out=e)
                 m2x = e.sum(axis=1) / s
                 slope = gap - m1x * t
-                curv = np.maximum(m2x - m1x * m1x, 0.0) * t * t
+                var_x = np.maximum(m2x - m1x * m1x, 0.0)  # F'' = t**2 var_x
                 err = 2.0 * unit * (
                     2.0 * gap
                     + (2.0 * n_classes + 12.0) * (m1x * t)
                     + 4.0 * t * (m2x + m1x * m1x)
                 ) + n_classes * t * (_FLUSH_X + _FLUSH * m1x)
-                parts = [loss, slope, curv, err, np.abs(slope)]
+                parts = [loss, slope, var_x, err, np.abs(slope)]
                 if not np.all(live):
                     # A row of weight 0 counts for nothing, even with an
                     # infinite loss.
@@ -549,7 +556,17 @@ def _slopes(
     n_blocks = 1 + n_samples // rows_per_block
     accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
     bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
-    return _Slopes(totals[:, :3], bound, all_top and varies, all_bottom and varies)
+    values = totals[:, :3].copy()
+    ts = np.asarray(temperatures)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # The Newton step F'/F'' in beta, in an order that does not overflow
+        # where F'' alone does (T near 1e200): (F' / T) / T / mean(var x).
+        steps = values[:, 1] / ts / ts / values[:, 2]
+        values[:, 2] *= ts * ts
+    steps = np.where(np.isfinite(steps) & (totals[:, 2] > 0), steps, np.inf)
+    return _Slopes(
+        values, bound, all_top and varies, all_bottom and varies, steps
+    )
 
 
 # Digits of the evaluator that decides near-ties (Python's decimal module:
@@ -1178,11 +1195,10 @@ def grid_search(
         # Not settled: one float64 Newton step from the end nearer the
         # subsample's answer replaces the float32 gradient pass below.
         k = 0 if near_hi else len(ends) - 1
-        _, g, curv = check.values[k]
         end_beta = 1.0 / ends[k]
         beta = end_beta
-        if np.isfinite(g) and np.isfinite(curv) and curv > 0:
-            beta = min(max(end_beta - g / curv, beta_lo), beta_hi)
+        if np.isfinite(check.steps[k]):
+            beta = min(max(end_beta - check.steps[k], beta_lo), beta_hi)
         se = 0.0
     elif not 3.0 * se <= 0.01 * beta0:
         # The subsample leaves the minimum uncertain by more than a grid step
@@ -1336,12 +1352,13 @@ def solve_continuous(
         x, se, _, edge = _warm_start(logits, y, sample_weight, lo, hi, start)
     else:  # beyond float32's range: no float32 steering
         x, se = min(max(start, lo), hi), np.inf
-    tau = tol * max(x, lo)
-    budget = max(1, math.ceil(math.log2(width / tau))) + 3
+    tau = max(tol * max(x, lo), 5e-324)
+    # (log2 of a difference: width / tau may overflow for ranges like 1e+-300.)
+    budget = max(1, math.ceil(math.log2(width) - math.log2(tau))) + 3
     passes = 0
     a, b = lo, hi
     neg_seen = pos_seen = False
-    # beta -> (F, F', F'', bound on F')
+    # beta -> (F, F', Newton step F'/F'', bound on F')
     info: dict[float, tuple[float, float, float, float]] = {}
     settled: float | None = None  # a point where the sign of F' is unknowable
 
@@ -1349,8 +1366,10 @@ def solve_continuous(
         nonlocal passes, a, b, neg_seen, pos_seen, settled
         res = _slopes(logits, y, sample_weight, [1.0 / p for p in points], n_jobs)
         passes += 1
-        for p, (f, g, h), bound in zip(points, res.values, res.bound, strict=True):
-            info[p] = (float(f), float(g), float(h), float(bound))
+        for p, (f, g, _), bound, step in zip(
+            points, res.values, res.bound, res.steps, strict=True
+        ):
+            info[p] = (float(f), float(g), float(step), float(bound))
             if not abs(g) > bound:
                 settled = p if settled is None else settled
             elif g > 0:
@@ -1377,8 +1396,8 @@ def solve_continuous(
             return SearchResult(float(t_max), info[lo][0], True, passes)
         # Newton from the end nearer the subsample's answer.
         p = hi if abs(x - hi) < abs(x - lo) else lo
-        _, g, h, _ = info[p]
-        x = min(max(p - g / h, lo), hi) if 0 < h < np.inf and np.isfinite(g) else x
+        step = info[p][2]
+        x = min(max(p - step, lo), hi) if np.isfinite(step) else x
         settled = None
     while passes < 3:  # at most 3 reads before the float64 phase
         if not steer or se == 0.0 or not lo < x < hi:
@@ -1400,13 +1419,13 @@ def solve_continuous(
     # points within reach of both ends of the bracket.
     target = x
     while passes < budget and settled is None and b - a > tau:
-        reach = tau * 2.0 ** (budget - passes - 1)
+        # (2**1000 * tau overflows to inf, harmlessly, where 2**k alone raises.)
+        reach = tau * 2.0 ** min(budget - passes - 1, 1000)
         points = [target]
         near = [p for p in info if a <= p <= b]
         if near:
             p = min(near, key=lambda q: abs(info[q][1]))
-            _, g, h, _ = info[p]
-            step = g / h if 0 < h < np.inf and np.isfinite(g / h) else np.inf
+            step = info[p][2]
             target = p - step
             if not a < target < b:
                 # Beyond the bracket: look at an untried end once (the minimum
