@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from inspect import signature
 from numbers import Integral, Real
 
@@ -18,6 +19,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import check_cv, cross_val_predict
 from sklearn.utils import get_tags, indexable
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    process_routing,
+)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _assert_all_finite,
@@ -191,8 +198,16 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         self.tol = tol
         self.n_jobs = n_jobs
 
+    def _get_estimator(self):
+        if self.estimator is not None:
+            return self.estimator
+        estimator = LogisticRegression()
+        if _routing_enabled():
+            estimator.set_fit_request(sample_weight=True)
+        return estimator
+
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the temperature (and the estimator, unless it is frozen).
 
         Parameters
@@ -204,9 +219,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             Target labels.
 
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights, used by the log-loss that chooses ``T`` and
-            passed to the estimator's ``fit`` (out-of-fold and final) when it
-            accepts them.
+            Non-negative weights, always used by the log-loss that chooses
+            ``T``. Without metadata routing they are also passed to the
+            estimator's ``fit`` (out-of-fold and final) when it accepts them,
+            else a warning says they only weight the calibration (as
+            :class:`~sklearn.calibration.CalibratedClassifierCV` does); with
+            routing enabled, the estimator gets them only if it requests them.
+
+        **fit_params : dict
+            Parameters for the estimator's ``fit`` (and, with metadata routing,
+            for the ``cv`` splitter, e.g. ``groups``), routed as scikit-learn
+            routes them.
 
         Returns
         -------
@@ -223,11 +246,39 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             raise ValueError("X is empty: need at least 1 sample to fit.")
         temperatures = _check_temperatures(self.temperatures)
         sample_weight = _check_weights(sample_weight, n_samples)
-        estimator = LogisticRegression() if self.estimator is None else self.estimator
+        estimator = self._get_estimator()
         method = _resolve_method(estimator, self.response_method)
+        frozen = isinstance(estimator, FrozenEstimator)
+        if not frozen and method not in _AUTO_METHODS:
+            raise ValueError(
+                f"response_method={method!r} cannot be cross-fitted "
+                f"(cross_val_predict takes {', '.join(_AUTO_METHODS)}); wrap a "
+                "fitted estimator in FrozenEstimator to use another method."
+            )
+        if _routing_enabled():
+            routed = process_routing(
+                self, "fit", sample_weight=sample_weight, **fit_params
+            )
+            inner_params = dict(routed.estimator.fit)
+            split_params = {} if frozen else dict(routed.splitter.split)
+        else:
+            inner_params, split_params = dict(fit_params), {}
+            if sample_weight is not None and not frozen:
+                if "sample_weight" in signature(estimator.fit).parameters:
+                    inner_params["sample_weight"] = sample_weight
+                else:
+                    warnings.warn(
+                        f"{type(estimator).__name__}.fit does not accept "
+                        "sample_weight: the weights are used for the temperature "
+                        "only, not to fit the estimator.",
+                        UserWarning,
+                        stacklevel=3,
+                    )
 
-        if isinstance(estimator, FrozenEstimator):
+        if frozen:
             fitted = estimator
+            # An unfitted model inside FrozenEstimator: scikit-learn's error.
+            check_is_fitted(fitted.estimator)
             classes = np.asarray(fitted.classes_)
             y_idx = _encode_seen(y, classes)
             logits = _logits(fitted, X, method, len(classes))
@@ -238,14 +289,6 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                     "y must contain at least 2 classes to calibrate; got 1 class: "
                     f"{classes.tolist()!r}."
                 )
-            fit_params = {}
-            if sample_weight is not None:
-                if "sample_weight" not in signature(estimator.fit).parameters:
-                    raise ValueError(
-                        f"sample_weight was given but {type(estimator).__name__}.fit "
-                        "does not accept sample_weight."
-                    )
-                fit_params["sample_weight"] = sample_weight
             cv = check_cv(self.cv, y, classifier=True)
             oof = cross_val_predict(
                 clone(estimator),
@@ -254,10 +297,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 cv=cv,
                 method=method,
                 n_jobs=self.n_jobs,
-                params=fit_params,
+                # With routing, cross_val_predict routes these again (to the
+                # estimator and the splitter, by their requests).
+                params={**inner_params, **split_params},
             )
             logits = _oof_to_logits(oof, method, len(classes))
-            fitted = clone(estimator).fit(X, y, **fit_params)
+            fitted = clone(estimator).fit(X, y, **inner_params)
             if not np.array_equal(np.asarray(fitted.classes_), classes):
                 raise ValueError(
                     "The refitted estimator's classes_ differ from the labels in y."
@@ -354,6 +399,42 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         logits = self._uncalibrated_logits(X)
         return self.classes_[np.argmax(logits, axis=1)]
 
+    def get_metadata_routing(self):
+        """Get metadata routing of this object.
+
+        ``sample_weight`` is consumed by the temperature fit itself; ``fit``
+        metadata go to the estimator's ``fit`` and (unless the estimator is
+        frozen) to the ``cv`` splitter's ``split``, by their requests.
+
+        Returns
+        -------
+        routing : MetadataRouter
+            The routing information.
+
+        Examples
+        --------
+        >>> import sklearn
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> with sklearn.config_context(enable_metadata_routing=True):
+        ...     inner = LogisticRegression().set_fit_request(sample_weight=True)
+        ...     routing = TemperatureScaledClassifier(inner).get_metadata_routing()
+        >>> routing.consumes("fit", ["sample_weight"])
+        {'sample_weight'}
+        """
+        estimator = self._get_estimator()
+        router = MetadataRouter(owner=self).add_self_request(self)
+        router.add(
+            estimator=estimator,
+            method_mapping=MethodMapping().add(caller="fit", callee="fit"),
+        )
+        if not isinstance(estimator, FrozenEstimator):
+            router.add(
+                splitter=check_cv(self.cv, classifier=True),
+                method_mapping=MethodMapping().add(caller="fit", callee="split"),
+            )
+        return router
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         estimator = LogisticRegression() if self.estimator is None else self.estimator
@@ -365,6 +446,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
 def _resolve_method(estimator, response_method: str) -> str:
     """Name of the estimator method that gives logits."""
+    if response_method in ("predict", "fit", "fit_predict", "score", "transform"):
+        raise ValueError(
+            f"response_method={response_method!r} does not return scores (logits "
+            "or probabilities); use 'auto', 'decision_function', "
+            "'predict_log_proba' or 'predict_proba'."
+        )
     if response_method != "auto":
         if not callable(getattr(estimator, response_method, None)):
             raise ValueError(
@@ -395,8 +482,14 @@ def _encode_seen(y, classes) -> np.ndarray:
 
 
 def _as_logits(response, method: str, n_classes: int) -> np.ndarray:
-    """Turn a response into ``(n_samples, n_classes)`` logits (no checks)."""
+    """Turn a response into ``(n_samples, n_classes)`` logits (no checks but
+    the dtype: scores are floats; integer or string outputs are labels)."""
     response = np.asarray(response)
+    if response.dtype.kind not in "f":
+        raise ValueError(
+            f"response_method={method!r} returned {response.dtype} values, not "
+            "float scores: it gives labels, not logits or probabilities."
+        )
     if method == "predict_proba":
         # log(max(p, tiny)) == max(log p, log tiny); NaN stays NaN for the check.
         response = np.log(np.maximum(response.astype(np.float64), _TINY))

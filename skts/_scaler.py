@@ -322,14 +322,20 @@ def _check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:
         raise ValueError(
             f"logits has {shape[0]} rows but {name} has {y.shape[0]} labels."
         )
-    if y.dtype.kind == "f":
-        if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
-            raise ValueError(f"{name} must contain integer class indices; got {y!r}.")
-        y = y.astype(np.intp)
-    elif y.dtype.kind not in "iub":
+    if y.dtype.kind not in "iubf":
         raise ValueError(
             f"{name} must contain integer class indices; got dtype {y.dtype}."
         )
+    if y.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(y) | (y != np.round(y))
+        if fractional.any():
+            i = int(np.flatnonzero(fractional)[0])
+            raise ValueError(
+                f"{name} must contain integer class indices; got {y[i].item()!r} "
+                f"at position {i}."
+            )
+    # Checked before any cast: 1e20 must be reported as 1e20.
     bad = (y < 0) | (y >= shape[1])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import re
+import signal
 import sys
 import tempfile
 import warnings
@@ -29,8 +32,19 @@ from skts._scaler import (
     _check_temperatures,
     _fit_temperature,
 )
-from skts._temperature import BoundaryTemperatureWarning, log_softmax, softmax
-from skts.metrics import CalibrationReport, _report_from_logits, calibration_report
+from skts._temperature import (
+    MAX_GRID_POINTS,
+    BoundaryTemperatureWarning,
+    geometric_grid,
+    log_softmax,
+    softmax,
+)
+from skts.metrics import (
+    CalibrationReport,
+    _calibration_report_from_logits,
+    _report_from_logits,
+    calibration_report,
+)
 
 __all__ = ["main"]
 
@@ -50,8 +64,11 @@ class _Parser(argparse.ArgumentParser):
 # Reading inputs.
 
 
-def _load_array(path: str, *, what: str, key: str | None = None) -> NDArray:
-    """An array from .npy (memory-mapped), .npz (``key``), .csv or .txt."""
+def _load_array(
+    path: str, *, what: str, key: str | None = None, ndmin: int = 1
+) -> NDArray:
+    """An array from .npy (memory-mapped), .npz (``key``), .csv or .txt
+    (read as at least ``ndmin``-D: a one-row logits file is one sample)."""
     p = Path(path)
     if not p.is_file():
         raise CLIError(f"cannot read {what} file {path!r}: no such file")
@@ -80,7 +97,9 @@ def _load_array(path: str, *, what: str, key: str | None = None) -> NDArray:
             delimiter = "," if suffix == ".csv" else None
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # an empty file is an error
-                return np.loadtxt(p, delimiter=delimiter, ndmin=1, dtype=np.float64)
+                return np.loadtxt(
+                    p, delimiter=delimiter, ndmin=ndmin, dtype=np.float64
+                )
     except CLIError:
         raise
     except Exception as exc:  # corrupt files raise many types; name the file
@@ -110,7 +129,7 @@ def _check_magic(p: Path, suffix: str, what: str) -> None:
 
 
 def _load_logits(path: str, key: str | None) -> NDArray:
-    arr = _load_array(path, what="logits", key=key)
+    arr = _load_array(path, what="logits", key=key, ndmin=2)
     if arr.dtype.kind not in "fiu":
         raise CLIError(f"logits file {path!r} must hold numbers; got dtype {arr.dtype}")
     if arr.dtype not in (np.float32, np.float64):
@@ -140,29 +159,50 @@ def _load_labels(path: str, key: str | None, shape: tuple[int, int]) -> NDArray:
 
 
 def parse_temperatures(spec: str | None) -> NDArray[np.float64]:
-    """Candidate temperatures from ``"0.5,1,2"`` or ``"geom:LOW:HIGH:COUNT"``."""
+    """Candidate temperatures from ``"0.5,1,2"`` or ``"geom:LOW:HIGH:COUNT"``.
+
+    ``geom:`` is :func:`skts._temperature.geometric_grid`, so
+    ``geom:0.01:100:1001`` is the library's default grid bit for bit.
+    """
     if spec is None:
         return _check_temperatures(None)
+    usage = (
+        "--temperatures must be a list like '0.5,1,2' or 'geom:LOW:HIGH:COUNT' "
+        f"with 0 < LOW <= HIGH and 1 <= COUNT <= {MAX_GRID_POINTS}; got {spec!r}"
+    )
     try:
         if spec.startswith("geom:"):
             parts = spec.split(":")
             if len(parts) != 4:
                 raise ValueError
             low, high, count = float(parts[1]), float(parts[2]), int(parts[3])
-            if not (0 < low <= high and np.isfinite(high) and count >= 1):
-                raise ValueError
-            values = np.geomspace(low, high, count)
+            if count > MAX_GRID_POINTS:
+                raise CLIError(
+                    f"--temperatures: at most {MAX_GRID_POINTS} candidates; got "
+                    f"COUNT = {count} in {spec!r}"
+                )
+            values = geometric_grid(low, high, count)
         else:
             values = np.array([float(v) for v in spec.split(",")])
     except ValueError:
-        raise CLIError(
-            f"--temperatures must be a list like '0.5,1,2' or 'geom:LOW:HIGH:COUNT' "
-            f"with 0 < LOW <= HIGH; got {spec!r}"
-        ) from None
+        raise CLIError(usage) from None
     try:
         return _check_temperatures(values)
     except ValueError as exc:
         raise CLIError(f"--temperatures: {exc}".rstrip(".")) from None
+
+
+def _tolerance(text: str) -> float:
+    """``--tol``: a number with 0 < tol < 1, as the estimators require."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"must be a number with 0 < tol < 1; got {text!r}"
+        )
+    return value
 
 
 def _load_calibration(path: str) -> dict[str, Any]:
@@ -202,26 +242,89 @@ def _check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], force: 
             raise CLIError(f"cannot write {out!r}: folder {folder!r} does not exist")
 
 
+# Temporary outputs are hidden files named after the writing process, so that
+# a later run can tell (and remove) those of a process that was killed.
+_TEMP_PATTERN = re.compile(r"\.skts-(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours
+        return True
+    return True
+
+
+def _remove_stale_temporaries(folder: str) -> None:
+    """Remove ``.skts-<pid>-*`` files of processes that no longer run (left by
+    a SIGKILL, which no program can clean up after)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            found = _TEMP_PATTERN.match(entry.name)
+            if found and int(found.group(1)) != os.getpid():
+                if not _alive(int(found.group(1))):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
+
+def _publish(tmp: str, path: str, force: bool) -> None:
+    """Move a finished temporary file to ``path``. Without ``force`` the last
+    step is no-clobber (a hard link fails if ``path`` appeared meanwhile, say
+    from a concurrent run), so nothing is silently replaced."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; outputs get the usual mode
+    if force:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise CLIError(
+            f"output file {path!r} appeared while writing (another run?); pass "
+            "--force to overwrite it"
+        ) from None
+    except OSError:  # no hard links on this file system: check, then rename
+        if os.path.exists(path):
+            raise CLIError(
+                f"output file {path!r} appeared while writing (another run?); "
+                "pass --force to overwrite it"
+            ) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
 @contextlib.contextmanager
-def _atomic_outputs(paths: Sequence[str]) -> Iterator[list[str]]:
-    """Temporary files beside ``paths``, renamed over them only if all succeed."""
-    temps = []
+def _atomic_outputs(paths: Sequence[str], force: bool = False) -> Iterator[list[str]]:
+    """Temporary files beside ``paths``, moved over them only if all succeed;
+    on any failure or signal, no output and no temporary file is left."""
+    temps: list[str] = []
+    published: list[str] = []
     try:
         for path in paths:
             folder = os.path.dirname(os.path.abspath(path))
+            _remove_stale_temporaries(folder)
             fd, tmp = tempfile.mkstemp(
-                prefix=".skts-", suffix=Path(path).suffix, dir=folder
+                prefix=f".skts-{os.getpid()}-", suffix=Path(path).suffix, dir=folder
             )
             os.close(fd)
             temps.append(tmp)
         yield temps
         for tmp, path in zip(temps, paths, strict=True):
-            os.replace(tmp, path)
+            _publish(tmp, path, force)
+            published.append(path)
         temps = []
     finally:
         for tmp in temps:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        if temps:  # failed part-way: take back what this run had published
+            for path in published:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
 
 def _write_rows(
@@ -279,12 +382,8 @@ def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict
                 int(logits.shape[0]), _report_from_logits(logits, y, t)
             )
         else:
-            report = calibration_report(
-                y,
-                softmax(logits, t),
-                n_bootstrap=n_bootstrap,
-                random_state=0,
-                labels=np.arange(logits.shape[1]),
+            report = _calibration_report_from_logits(
+                logits, y, t, n_bootstrap=n_bootstrap, random_state=0
             )
         out[name] = report.to_dict()
     return out
@@ -315,10 +414,12 @@ def _fit(args: argparse.Namespace) -> int:
             "min": float(grid[0]),
             "max": float(grid[-1]),
             "spec": args.temperatures or "geom:0.01:100:1001",
+            # The candidates used, sorted and unique (floats round-trip JSON).
+            "values": grid.tolist(),
         },
         "metrics": _report_pair(logits, y, result.temperature, args.bootstrap),
     }
-    with _atomic_outputs([args.out]) as (tmp,):
+    with _atomic_outputs([args.out], args.force) as (tmp,):
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(calib, fh, indent=2)
             fh.write("\n")
@@ -346,7 +447,7 @@ def _apply(args: argparse.Namespace) -> int:
     t = calib["temperature"]
     n, k = logits.shape
     paths = [o for o in outputs if o is not None]
-    with _atomic_outputs(paths) as temps:
+    with _atomic_outputs(paths, args.force) as temps:
         tmp_of = dict(zip(paths, temps, strict=True))
         if args.out is not None:
             fn = softmax if not args.log else log_softmax
@@ -412,7 +513,7 @@ def _report(args: argparse.Namespace) -> int:
     t = None if calib is None else calib["temperature"]
     metrics = _report_pair(logits, y, t, args.bootstrap)
     if args.plot:
-        _plot_reliability(args.plot, logits, y, t)
+        _plot_reliability(args.plot, logits, y, t, args.force)
     if args.json:
         print(json.dumps({"temperature": t, "metrics": metrics}, indent=2))
     else:
@@ -424,7 +525,7 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot_reliability(path: str, logits, y, temperature) -> None:
+def _plot_reliability(path: str, logits, y, temperature, force: bool) -> None:
     try:
         import matplotlib
 
@@ -452,7 +553,7 @@ def _plot_reliability(path: str, logits, y, temperature) -> None:
             hist_ax=disp.hist_ax_,
         )
     disp.figure_.tight_layout()
-    with _atomic_outputs([path]) as (tmp,):
+    with _atomic_outputs([path], force) as (tmp,):
         disp.figure_.savefig(tmp, format=Path(path).suffix.lstrip(".").lower())
     plt.close(disp.figure_)
 
@@ -550,7 +651,7 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
     curve.ax_.set_title("Validation log-loss over the candidates")
     curve.figure_.tight_layout()
     paths = [folder / "reliability.png", folder / "temperature_curve.png"]
-    with _atomic_outputs([str(p) for p in paths]) as temps:
+    with _atomic_outputs([str(p) for p in paths], force=True) as temps:
         disp.figure_.savefig(temps[0], format="png", dpi=100)
         curve.figure_.savefig(temps[1], format="png", dpi=100)
     plt.close("all")
@@ -594,7 +695,9 @@ def _build_parser() -> argparse.ArgumentParser:
     inputs(p, labels=True)
     p.add_argument("--temperatures", help="'0.5,1,2' or 'geom:0.01:100:1001'")
     p.add_argument("--solver", choices=["grid", "continuous"], default="grid")
-    p.add_argument("--tol", type=float, default=1e-10, help="continuous tolerance")
+    p.add_argument(
+        "--tol", type=_tolerance, default=1e-10, help="continuous tolerance, in (0, 1)"
+    )
     p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.set_defaults(func=_fit)
@@ -638,6 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _build_parser()
     command = "skts"
+    previous = _catch_sigterm()
     try:
         args = parser.parse_args(argv)
         command = f"skts {args.command}"
@@ -656,3 +760,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"{command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised as an exception so that outputs are cleaned up."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated
+
+
+def _catch_sigterm():
+    """Turn SIGTERM into an exception (like SIGINT's KeyboardInterrupt) so the
+    ``finally`` blocks remove temporary files; returns the previous handler."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        return None

@@ -12,7 +12,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.metrics import brier_score_loss, log_loss, make_scorer
+from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
@@ -112,19 +112,17 @@ def _check_targets(y_true, y_prob, labels=None):
         raise ValueError("y_prob must contain probabilities in [0, 1].")
     n_classes = y_prob.shape[1]
     if labels is None:
+        # scikit-learn's log_loss convention: the columns are the sorted
+        # unique labels of y_true only when there are as many; never guess
+        # (a class missing from y_true, e.g. in a cross-validation fold,
+        # would shift every column).
         labels = np.unique(y_true)
         if len(labels) != n_classes:
-            if (
-                y_true.dtype.kind in "iu"
-                and labels.min() >= 0
-                and labels.max() < n_classes
-            ):
-                labels = np.arange(n_classes)
-            else:
-                raise ValueError(
-                    f"y_prob has {n_classes} columns but y_true has {len(labels)} "
-                    "distinct labels; pass labels= to say which column is which."
-                )
+            raise ValueError(
+                f"y_prob has {n_classes} columns but y_true has {len(labels)} "
+                "distinct labels; pass labels= (e.g. the estimator's classes_) "
+                "to say which column is which."
+            )
     else:
         labels = np.asarray(labels)
         if len(labels) != n_classes:
@@ -499,8 +497,12 @@ class CalibrationReport:
         return "\n".join(lines)
 
 
-def _row_stats(idx, proba, n_bins) -> dict[str, NDArray]:
-    """Per-row quantities behind every report metric (uniform bins)."""
+def _row_stats(idx, proba, n_bins, log_proba=None) -> dict[str, NDArray]:
+    """Per-row quantities behind every report metric (uniform bins).
+
+    With ``log_proba`` (from logits) the log-loss is exact; without, the
+    probabilities are clipped to [eps, 1 - eps] as scikit-learn's log_loss does.
+    """
     n, n_classes = proba.shape
     rows = np.arange(n)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
@@ -512,8 +514,12 @@ def _row_stats(idx, proba, n_bins) -> dict[str, NDArray]:
         "hits": (top == idx).astype(np.float64),
         "conf": conf,
         "top_bin": _bin_index(conf, edges),
-        # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
-        "nll": -np.log(np.clip(p_y, eps, 1 - eps)),
+        "nll": (
+            # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
+            -np.log(np.clip(p_y, eps, 1 - eps))
+            if log_proba is None
+            else -log_proba[rows, idx]
+        ),
         # sum_k (p_k - 1[y = k])**2, the multiclass Brier score of the row.
         "brier": np.einsum("ij,ij->i", proba, proba) - 2.0 * p_y + 1.0,
         # One-vs-rest bins of every class, flattened to class * n_bins + bin.
@@ -562,10 +568,13 @@ def _report_from_sums(sums, n_classes, n_bins) -> dict[str, float]:
         curve = ReliabilityCurve(
             conf / counts, hit / counts, counts, np.linspace(0.0, 1.0, m + 1)
         )
+    # scikit-learn's brier_score_loss: summed over classes, and halved for a
+    # binary problem (then it is the usual (p_1 - y)**2, in [0, 1]).
+    half = 0.5 if n_classes == 2 else 1.0
     return {
         "accuracy": float(hits / total),
         "log_loss": float(nll / total),
-        "brier_score": float(brier / total),
+        "brier_score": float(half * brier / total),
         "ece": curve.calibration_error(),
         "mce": curve.maximum_error(),
         "classwise_ece": float(np.mean(np.abs(cls_hit - cls_conf).sum(axis=1) / total)),
@@ -577,16 +586,17 @@ def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
 
     Memory stays a small buffer however many rows (the command line uses this
     on memory-mapped files); equal to :func:`calibration_report` without
-    bootstrap, up to the order of summation.
+    bootstrap, up to the order of summation, but for the log-loss, which is
+    exact here (from the log-softmax, never clipped).
     """
-    from skts._temperature import _blocks, softmax
+    from skts._temperature import _blocks, log_softmax
 
     n_samples, n_classes = logits.shape
     sums = 0.0
     for rows in _blocks(n_samples, n_classes):
-        proba = softmax(logits[rows], temperature)
-        stats = _row_stats(y_idx[rows], proba, n_bins)
-        sums = sums + _report_sums(stats, np.ones(proba.shape[0]), n_classes, n_bins)
+        log_proba = log_softmax(logits[rows], temperature)
+        stats = _row_stats(y_idx[rows], np.exp(log_proba), n_bins, log_proba)
+        sums = sums + _report_sums(stats, np.ones(log_proba.shape[0]), n_classes, n_bins)
     return _report_from_sums(sums, n_classes, n_bins)
 
 
@@ -652,8 +662,29 @@ def calibration_report(
     (0.75, 0.15)
     """
     idx, proba = _check_targets(y_true, y_prob, labels)
+    return _report(idx, proba, n_bins, n_bootstrap, confidence_level, random_state)
+
+
+def _calibration_report_from_logits(
+    logits, y_idx, temperature: float, *, n_bins: int = 15, n_bootstrap: int = 0,
+    confidence_level: float = 0.95, random_state=None,
+) -> CalibrationReport:
+    """:func:`calibration_report` of ``softmax(logits / T)`` with the exact
+    log-loss (from the log-softmax, never clipped)."""
+    from skts._temperature import log_softmax
+
+    log_proba = log_softmax(logits, temperature)
+    return _report(
+        y_idx, np.exp(log_proba), n_bins, n_bootstrap, confidence_level,
+        random_state, log_proba,
+    )
+
+
+def _report(
+    idx, proba, n_bins, n_bootstrap, confidence_level, random_state, log_proba=None
+) -> CalibrationReport:
     n, n_classes = proba.shape
-    stats = _row_stats(idx, proba, n_bins)
+    stats = _row_stats(idx, proba, n_bins, log_proba)
     values = _report_from_sums(
         _report_sums(stats, np.ones(n), n_classes, n_bins), n_classes, n_bins
     )
@@ -674,26 +705,41 @@ def calibration_report(
     return CalibrationReport(n, values, intervals, confidence_level, n_bootstrap)
 
 
-def _neg(metric):
-    def score(y_true, y_prob, **kwargs):
-        return metric(y_true, y_prob, **kwargs)
+class _ProbaScorer:
+    """``scorer(estimator, X, y)``: minus a probability metric, with the
+    columns named by the estimator's ``classes_`` (a class missing from the
+    scored fold must not shift them)."""
 
-    score.__name__ = metric.__name__
-    return make_scorer(score, greater_is_better=False, response_method="predict_proba")
+    def __init__(self, metric, name: str):
+        self._metric = metric
+        self._name = name
+
+    def __call__(self, estimator, X, y_true, sample_weight=None):
+        proba = estimator.predict_proba(X)
+        labels = getattr(estimator, "classes_", None)
+        return -float(
+            self._metric(y_true, proba, labels=labels, sample_weight=sample_weight)
+        )
+
+    def __repr__(self) -> str:
+        return f"skts.metrics.get_scorer({self._name!r})"
 
 
-def _scorers() -> dict:
-    return {
-        "neg_expected_calibration_error": _neg(expected_calibration_error),
-        "neg_maximum_calibration_error": _neg(maximum_calibration_error),
-        "neg_classwise_calibration_error": _neg(classwise_calibration_error),
-        "neg_brier_score": make_scorer(
-            brier_score_loss, greater_is_better=False, response_method="predict_proba"
-        ),
-        "neg_log_loss": make_scorer(
-            log_loss, greater_is_better=False, response_method="predict_proba"
-        ),
-    }
+def _brier(y_true, y_prob, *, labels=None, sample_weight=None):
+    return brier_score_loss(y_true, y_prob, labels=labels, sample_weight=sample_weight)
+
+
+def _log_loss(y_true, y_prob, *, labels=None, sample_weight=None):
+    return log_loss(y_true, y_prob, labels=labels, sample_weight=sample_weight)
+
+
+_SCORERS = {
+    "neg_expected_calibration_error": expected_calibration_error,
+    "neg_maximum_calibration_error": maximum_calibration_error,
+    "neg_classwise_calibration_error": classwise_calibration_error,
+    "neg_brier_score": _brier,
+    "neg_log_loss": _log_loss,
+}
 
 
 def get_scorer(name):
@@ -723,8 +769,6 @@ def get_scorer(name):
     >>> bool(get_scorer("neg_expected_calibration_error")(model, X, y) <= 0)
     True
     """
-    if isinstance(name, str):
-        ours = _scorers()
-        if name in ours:
-            return ours[name]
+    if isinstance(name, str) and name in _SCORERS:
+        return _ProbaScorer(_SCORERS[name], name)
     return _sklearn_get_scorer(name)

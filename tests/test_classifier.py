@@ -249,9 +249,108 @@ def test_sample_weight_reaches_the_objective_and_the_inner_fit(digits):
 
 
 def test_sample_weight_with_an_estimator_that_cannot_take_it():
-    X, y = make_classification(n_samples=60, random_state=0)
-    with pytest.raises(ValueError, match="does not accept sample_weight"):
-        TemperatureScaledClassifier(ProbaOnly()).fit(X, y, sample_weight=np.ones(60))
+    # As CalibratedClassifierCV: warn, and weight the calibration only.
+    X, y = make_classification(n_samples=90, random_state=0)
+    w = np.where(np.arange(90) < 45, 5.0, 1.0)
+    with pytest.warns(UserWarning, match="ProbaOnly.fit does not accept"):
+        weighted = TemperatureScaledClassifier(ProbaOnly(), cv=3).fit(
+            X, y, sample_weight=w
+        )
+    plain = TemperatureScaledClassifier(ProbaOnly(), cv=3).fit(X, y)
+    oof = cross_val_predict(
+        ProbaOnly(), X, y, cv=StratifiedKFold(3), method="predict_proba"
+    )
+    logits = np.log(np.maximum(oof, np.finfo(float).tiny))
+    assert weighted.temperature_ == brute_force_choice(logits, y, sample_weight=w)
+    assert weighted.temperature_ != plain.temperature_
+
+
+class RecordsWeights(ClassifierMixin, BaseEstimator):
+    """Logistic regression that records the sample_weight its fit received."""
+
+    def fit(self, X, y, sample_weight=None):
+        self.received_ = sample_weight
+        self.model_ = LogisticRegression().fit(X, y, sample_weight=sample_weight)
+        self.classes_ = self.model_.classes_
+        return self
+
+    def decision_function(self, X):
+        return self.model_.decision_function(X)
+
+    def predict(self, X):
+        return self.model_.predict(X)
+
+
+@pytest.mark.parametrize("request_weights", [True, False])
+def test_metadata_routing_in_a_pipeline(request_weights):
+    import sklearn
+
+    X, y = make_classification(n_samples=120, random_state=1)
+    w = np.linspace(0.5, 2.0, 120)
+    with sklearn.config_context(enable_metadata_routing=True):
+        inner = RecordsWeights().set_fit_request(sample_weight=request_weights)
+        clf = TemperatureScaledClassifier(inner, cv=3).set_fit_request(
+            sample_weight=True
+        )
+        pipe = make_pipeline(StandardScaler().set_fit_request(sample_weight=False), clf)
+        pipe.fit(X, y, sample_weight=w)
+        fitted = pipe[-1]
+        # The inner estimator gets the weights only when it asks for them...
+        if request_weights:
+            np.testing.assert_array_equal(fitted.estimator_.received_, w)
+        else:
+            assert fitted.estimator_.received_ is None
+        # ... and the temperature always uses them.
+        Xs = pipe[0].transform(X)
+        oof = cross_val_predict(
+            clone(inner),
+            Xs,
+            y,
+            cv=StratifiedKFold(3),
+            method="decision_function",
+            params={"sample_weight": w} if request_weights else {},
+        )
+        logits = np.column_stack([np.zeros_like(oof), oof])
+        assert fitted.temperature_ == brute_force_choice(logits, y, sample_weight=w)
+        # Unrequested metadata is an error, as everywhere in scikit-learn.
+        unset = TemperatureScaledClassifier(RecordsWeights(), cv=3)
+        with pytest.raises(ValueError, match="sample_weight"):
+            unset.set_fit_request(sample_weight=True).fit(X, y, sample_weight=w)
+
+
+def test_metadata_routing_sends_groups_to_the_splitter():
+    import sklearn
+    from sklearn.model_selection import GroupKFold
+
+    X, y = make_classification(n_samples=90, random_state=2)
+    groups = np.repeat(np.arange(9), 10)
+    with sklearn.config_context(enable_metadata_routing=True):
+        clf = TemperatureScaledClassifier(LogisticRegression(), cv=GroupKFold(3))
+        clf.fit(X, y, groups=groups)
+    expected = cross_val_predict(
+        LogisticRegression(), X, y, cv=GroupKFold(3), groups=groups,
+        method="decision_function",
+    )
+    logits = np.column_stack([np.zeros_like(expected), expected])
+    assert clf.temperature_ == brute_force_choice(logits, y)
+
+
+def test_unfitted_frozen_estimator_raises_not_fitted():
+    X, y = make_classification(n_samples=30, random_state=0)
+    with pytest.raises(NotFittedError):
+        TemperatureScaledClassifier(FrozenEstimator(LogisticRegression())).fit(X, y)
+
+
+@pytest.mark.parametrize("method", ["predict", "apply"])
+def test_methods_that_return_labels_are_rejected(method):
+    X, y = make_classification(n_samples=40, random_state=0)
+    estimator = DecisionTreeClassifier(random_state=0)
+    match = "does not return scores|not float scores|cannot be cross-fitted"
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaledClassifier(estimator, response_method=method, cv=2).fit(X, y)
+    frozen = FrozenEstimator(estimator.fit(X, y))
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaledClassifier(frozen, response_method=method).fit(X, y)
 
 
 @pytest.mark.parametrize(

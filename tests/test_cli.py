@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from skts import TemperatureScaler
+from skts._temperature import default_temperatures
 from skts.cli import parse_temperatures
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -70,12 +71,15 @@ def test_fit_apply_report_round_trip(files, tmp_path):
     expected = TemperatureScaler().fit(logits[:300], y[:300])
     assert data["temperature"] == expected.temperature_
     assert data["validation_loss"] == expected.validation_loss_
+    values = data["candidates"].pop("values")
     assert data["candidates"] == {
         "count": 1001,
         "min": 0.01,
         "max": 100.0,
         "spec": "geom:0.01:100:1001",
     }
+    # The candidates used, bit for bit the library's default grid.
+    assert np.array_equal(np.array(values), default_temperatures())
     assert data["at_boundary"] is False and data["n_classes"] == 5
     assert set(data["metrics"]) == {"before", "after"}
     assert data["metrics"]["after"]["values"]["log_loss"] == pytest.approx(
@@ -574,3 +578,193 @@ def test_cli_on_real_logits(tmp_path):
         t
         == TemperatureScaler().fit(data["val_logits"], data["val_labels"]).temperature_
     )
+
+
+# --------------------------------------------------------------------------
+# Edges of the command line (issue: trustworthy at the edges).
+
+
+def main_in_process(capsys, *args):
+    from skts.cli import main
+
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr()
+
+
+def test_geom_spec_is_the_default_grid_bit_for_bit():
+    assert np.array_equal(
+        parse_temperatures("geom:0.01:100:1001"), default_temperatures()
+    )
+    grid = parse_temperatures("geom:0.5:2:5")
+    assert grid[0] == 0.5 and grid[-1] == 2.0 and grid[2] == 1.0
+
+
+@pytest.mark.parametrize("tol", ["0", "1e-400", "-1", "inf", "nan", "2", "abc"])
+def test_bad_tolerance_is_one_line(files, tmp_path, capsys, tol):
+    folder, _, _ = files
+    code, out = main_in_process(
+        capsys, "fit", "--logits", folder / "val.npy", "--labels",
+        folder / "val_y.npy", "--out", tmp_path / "c.json", "--solver",
+        "continuous", "--tol", tol,
+    )
+    assert code == 2
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and "--tol" in lines[0] and "0 < tol < 1" in lines[0]
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("spec", ["geom:1:2:99999999999", "geom:1:2:1000001"])
+def test_huge_geom_counts_are_refused(files, tmp_path, capsys, spec):
+    folder, _, _ = files
+    code, out = main_in_process(
+        capsys, "fit", "--logits", folder / "val.npy", "--labels",
+        folder / "val_y.npy", "--out", tmp_path / "c.json", "--temperatures", spec,
+    )
+    assert code == 2
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and "at most 1000000 candidates" in lines[0]
+
+
+@pytest.mark.parametrize("suffix, sep", [(".csv", ","), (".txt", " ")])
+def test_one_row_text_logits_file_is_one_sample(tmp_path, capsys, suffix, sep):
+    (tmp_path / f"z{suffix}").write_text(sep.join(["2.0", "0.5", "-1.0"]) + "\n")
+    (tmp_path / "y.txt").write_text("1\n")
+    code, out = main_in_process(
+        capsys, "fit", "--logits", tmp_path / f"z{suffix}", "--labels",
+        tmp_path / "y.txt", "--out", tmp_path / "c.json",
+    )
+    assert code == 0, out.err
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["n_samples"] == 1 and data["n_classes"] == 3
+
+
+def test_outputs_get_the_usual_permissions(files, tmp_path):
+    folder, _, _ = files
+    old = os.umask(0o027)
+    try:
+        r = run("fit", "--logits", folder / "val.npy", "--labels",
+                folder / "val_y.npy", "--out", tmp_path / "c.json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        r = run("apply", "--logits", folder / "test.npy", "--calibration",
+                tmp_path / "c.json", "--out", tmp_path / "p.npy", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    finally:
+        os.umask(old)
+    for name in ("c.json", "p.npy"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o640
+
+
+@pytest.fixture(scope="module")
+def big_logits(tmp_path_factory):
+    """Large enough that `apply` runs for a while (about a second or more)."""
+    folder = tmp_path_factory.mktemp("big")
+    rng = np.random.RandomState(0)
+    np.save(folder / "z.npy", rng.normal(size=(3_000_000, 10)).astype(np.float32))
+    (folder / "c.json").write_text(json.dumps({"temperature": 1.5, "n_classes": 10}))
+    return folder
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
+    import signal
+    import time
+
+    out = tmp_path / "p.npy"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skts", "apply", "--logits", big_logits / "z.npy",
+         "--calibration", big_logits / "c.json", "--out", out],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".skts-*")) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"apply ended before it was signalled: {proc.stderr.read()}")
+        time.sleep(0.005)
+    assert list(tmp_path.glob(".skts-*")), "apply never started writing"
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # no output, no temporary file
+
+
+def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
+    folder, _, _ = files
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True)
+    stale = tmp_path / f".skts-{int(dead.stdout)}-abcd.npy"
+    alive = tmp_path / f".skts-{os.getpid()}-efgh.npy"  # a live process's
+    stale.write_bytes(b"x" * 1000)
+    alive.write_bytes(b"y")
+    r = run("fit", "--logits", folder / "val.npy", "--labels", folder / "val_y.npy",
+            "--out", tmp_path / "c.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not stale.exists() and alive.exists()
+
+
+def test_an_output_that_appears_meanwhile_is_not_clobbered(tmp_path):
+    from skts.cli import CLIError, _atomic_outputs
+
+    target = tmp_path / "p.json"
+    with pytest.raises(CLIError, match="appeared while writing"):
+        with _atomic_outputs([str(target)], force=False) as (tmp,):
+            Path(tmp).write_text("mine")
+            target.write_text("theirs")  # a concurrent run finished first
+    assert target.read_text() == "theirs"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]
+    # Two outputs, the second taken meanwhile: the first is taken back too.
+    first, second = tmp_path / "a.npy", tmp_path / "b.npy"
+    with pytest.raises(CLIError):
+        with _atomic_outputs([str(first), str(second)], force=False) as temps:
+            for t in temps:
+                Path(t).write_text("mine")
+            second.write_text("theirs")
+    assert not first.exists() and second.read_text() == "theirs"
+    with _atomic_outputs([str(target)], force=True) as (tmp,):
+        Path(tmp).write_text("forced")
+    assert target.read_text() == "forced"
+
+
+@pytest.mark.parametrize("bootstrap", ["0", "5"])
+def test_report_log_loss_from_logits_is_exact(tmp_path, bootstrap):
+    rng = np.random.RandomState(0)
+    logits = rng.normal(size=(100, 3))
+    y = rng.randint(0, 3, 100)
+    logits[0] = [0.0, 53.0, 0.0]  # p(y=0) = 9e-24: clipping would say 36.04
+    y[0] = 0
+    np.save(tmp_path / "z.npy", logits)
+    np.save(tmp_path / "y.npy", y)
+    r = run("report", "--logits", tmp_path / "z.npy", "--labels", tmp_path / "y.npy",
+            "--json", "--bootstrap", bootstrap, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["metrics"]["before"]["values"]["log_loss"]
+    m = logits.max(1)
+    exact = np.mean(m - logits[np.arange(100), y]
+                    + np.log(np.exp(logits - m[:, None]).sum(1)))
+    assert got == pytest.approx(exact, rel=1e-12)
+
+
+def test_no_numpy_runtime_warnings_reach_users(tmp_path):
+    rng = np.random.RandomState(0)
+    cases = {
+        "ordinary": rng.normal(scale=4, size=(400, 5)).astype(np.float32),
+        "huge": rng.normal(size=(400, 5)) * 1e300,
+        "separable": np.eye(5, dtype=np.float32)[np.arange(400) % 5] * 60,
+    }
+    for name, z in cases.items():
+        y = z.argmax(1) if name == "separable" else rng.randint(0, 5, 400)
+        np.save(tmp_path / f"{name}.npy", z)
+        np.save(tmp_path / f"{name}_y.npy", y)
+        for args in (
+            ["fit", "--logits", f"{name}.npy", "--labels", f"{name}_y.npy",
+             "--out", f"{name}.json", "--solver", "continuous"],
+            ["report", "--logits", f"{name}.npy", "--labels", f"{name}_y.npy",
+             "--calibration", f"{name}.json", "--bootstrap", "3"],
+        ):
+            r = subprocess.run(
+                [sys.executable, "-W", "error::RuntimeWarning", "-m", "skts", *args],
+                capture_output=True, text=True, cwd=tmp_path, timeout=300,
+            )
+            assert r.returncode == 0, r.stderr
+            assert "RuntimeWarning" not in r.stderr
+            assert all("the validation loss" in line for line in r.stderr.splitlines())

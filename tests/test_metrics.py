@@ -73,7 +73,7 @@ def test_constant_one_third_on_balanced_classes_has_zero_ece():
 def test_bin_edges_are_right_closed():
     # With 5 bins, 0.8 is the right edge of bin 3, (0.6, 0.8]; 0.8 + 1e-12 is in
     # bin 4, (0.8, 1].
-    curve = reliability_curve([1, 1], [0.8, 0.8 + 1e-12], n_bins=5)
+    curve = reliability_curve([1, 1], [0.8, 0.8 + 1e-12], n_bins=5, labels=[0, 1])
     np.testing.assert_array_equal(curve.counts, [0, 0, 0, 1, 1])
 
 
@@ -134,9 +134,12 @@ def test_string_labels_and_explicit_labels():
     # A test fold missing a class: labels= says which column is which.
     assert expected_calibration_error(
         y[:3], proba[:3], labels=["a", "b", "c"]
-    ) == expected_calibration_error([1, 0, 1], proba[:3])
+    ) == expected_calibration_error([1, 0, 1], proba[:3], labels=[0, 1, 2])
     with pytest.raises(ValueError, match="pass labels="):
         expected_calibration_error(y[:3], proba[:3])
+    # Integer labels get no guess either (the columns could be any classes).
+    with pytest.raises(ValueError, match="pass labels="):
+        expected_calibration_error([1, 0, 1], proba[:3])
     with pytest.raises(ValueError, match=r"labels not in labels: \['z'\]"):
         expected_calibration_error(["z", "a", "b", "c"], proba, labels=["a", "b", "c"])
 
@@ -260,3 +263,57 @@ def test_hostile_inputs_every_metric(y_true, y_prob, match):
     ):
         with pytest.raises(ValueError, match=match):
             metric(y_true, y_prob)
+
+
+def test_a_class_missing_from_y_true_is_never_guessed():
+    # Classes [1, 2, 3]; y = [1, 2, 1, 2], every top forecast right at 0.8.
+    proba = np.array(
+        [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]
+    )
+    y = np.array([1, 2, 1, 2])
+    for metric in (
+        expected_calibration_error,
+        maximum_calibration_error,
+        classwise_calibration_error,
+        reliability_curve,
+        calibration_report,
+    ):
+        with pytest.raises(ValueError, match="pass labels="):
+            metric(y, proba)
+    assert expected_calibration_error(y, proba, labels=[1, 2, 3]) == pytest.approx(0.2)
+    report = calibration_report(y, proba, labels=[1, 2, 3])
+    assert report["accuracy"] == 1.0 and report["ece"] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(
+    "name, metric",
+    [
+        ("neg_expected_calibration_error", expected_calibration_error),
+        ("neg_maximum_calibration_error", maximum_calibration_error),
+        ("neg_classwise_calibration_error", classwise_calibration_error),
+        ("neg_log_loss", log_loss),
+        ("neg_brier_score", brier_score_loss),
+    ],
+)
+def test_scorers_name_columns_by_classes_on_a_fold_missing_a_class(name, metric):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(60, 3))
+    y = np.where(X[:, 0] > 0, 2, 1)
+    y[:3] = 3  # a rare class, absent from the scored part below
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    X_fold, y_fold = X[10:], y[10:]
+    proba = model.predict_proba(X_fold)
+    expected = metric(y_fold, proba, labels=model.classes_)
+    assert get_scorer(name)(model, X_fold, y_fold) == pytest.approx(-expected)
+
+
+def test_report_brier_is_scikit_learns_brier_score_loss():
+    rng = np.random.RandomState(0)
+    for k in (2, 4):
+        proba = rng.dirichlet(np.ones(k), size=200)
+        y = rng.randint(0, k, 200)
+        report = calibration_report(y, proba, labels=np.arange(k))
+        expected = brier_score_loss(y, proba, labels=np.arange(k))
+        assert report["brier_score"] == pytest.approx(expected, rel=1e-12)

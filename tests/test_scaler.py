@@ -306,3 +306,18 @@ def test_threads_do_not_change_the_answer(data):
     c1 = TemperatureScaler(solver="continuous", n_jobs=1).fit(big, yy)
     c2 = TemperatureScaler(solver="continuous", n_jobs=-1).fit(big, yy)
     assert c1.temperature_ == c2.temperature_
+
+
+@pytest.mark.parametrize(
+    "bad, shown",
+    [(0.5, "0.5"), (np.nan, "nan"), (1e20, "1e+20"), (-3.0, "-3.0"), (2.25, "2.25")],
+)
+def test_bad_labels_name_the_first_offending_value_in_one_line(bad, shown):
+    logits = np.zeros((500, 3))
+    y = np.zeros(500)
+    y[123], y[400] = bad, bad
+    with pytest.raises(ValueError) as info:
+        TemperatureScaler().fit(logits, y)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 200
+    assert f"got {shown} at position 123" in message
