@@ -108,9 +108,9 @@ def main() -> None:
         for kind in kinds:
             logits, y = make_case(kind, n, k)
             methods = {
-                "floor": lambda: floor_pass(logits, y),
-                "grid": lambda: grid_search(logits, y, grid),
-                "cont": lambda: solve_continuous(logits, y, 0.01, 100.0),
+                "floor": lambda z=logits, t=y: floor_pass(z, t),
+                "grid": lambda z=logits, t=y: grid_search(z, t, grid),
+                "cont": lambda z=logits, t=y: solve_continuous(z, t, 0.01, 100.0),
             }
             for fn in methods.values():
                 fn()  # warm-up

@@ -17,6 +17,7 @@ with ``m = max_j z_j``: the largest exponent is exactly 0, so nothing overflows.
 from __future__ import annotations
 
 import decimal
+import itertools
 import math
 import os
 import threading
@@ -443,7 +444,6 @@ def _flat(logits: NDArray, sample_weight: NDArray | None) -> bool:
     return True
 
 
-
 @dataclass(frozen=True)
 class _Slopes:
     """One float64 read at a few ``beta``: ``(F, F', F'')`` per beta (rows of
@@ -596,9 +596,7 @@ def _slopes(
         steps = values[:, 1] / ts / ts / values[:, 2]
         values[:, 2] *= ts * ts
     steps = np.where(np.isfinite(steps) & (totals[:, 2] > 0), steps, np.inf)
-    return _Slopes(
-        values, bound, all_top and varies, all_bottom and varies, steps
-    )
+    return _Slopes(values, bound, all_top and varies, all_bottom and varies, steps)
 
 
 # Digits of the evaluator that decides near-ties (Python's decimal module:
@@ -633,9 +631,7 @@ def _exact_losses(
 
     About 10 microseconds per logit and temperature: only near-ties use it.
     """
-    ctx = decimal.Context(
-        prec=_HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
-    )
+    ctx = decimal.Context(prec=_HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
     wide = ctx.copy()
     wide.prec = _HP_DIGITS + 22
     dec = decimal.Decimal
@@ -1188,9 +1184,7 @@ def grid_search(
         return _grid_search_float64(
             logits, y, cand, sample_weight, start=start, n_jobs=n_jobs
         )
-    beta0, se, h, edge = _warm_start(
-        logits, y, sample_weight, beta_lo, beta_hi, start
-    )
+    beta0, se, h, edge = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
     passes = 0
     beta = beta0
     spread_beta = spread = None
@@ -1487,7 +1481,7 @@ def solve_continuous(
         # points go where Newton wants; the guarantee costs extra points in the
         # same read only when they do not already keep it.
         edges = [a, *points, b]
-        points += [0.5 * (u + v) for u, v in zip(edges, edges[1:]) if v - u > reach]
+        points += [0.5 * (u + v) for u, v in itertools.pairwise(edges) if v - u > reach]
         read(sorted(set(points)))
     if settled is not None:
         beta = settled

@@ -97,9 +97,7 @@ def _load_array(
             delimiter = "," if suffix == ".csv" else None
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # an empty file is an error
-                return np.loadtxt(
-                    p, delimiter=delimiter, ndmin=ndmin, dtype=np.float64
-                )
+                return np.loadtxt(p, delimiter=delimiter, ndmin=ndmin, dtype=np.float64)
     except CLIError:
         raise
     except Exception as exc:  # corrupt files raise many types; name the file

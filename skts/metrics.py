@@ -596,7 +596,9 @@ def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
     for rows in _blocks(n_samples, n_classes):
         log_proba = log_softmax(logits[rows], temperature)
         stats = _row_stats(y_idx[rows], np.exp(log_proba), n_bins, log_proba)
-        sums = sums + _report_sums(stats, np.ones(log_proba.shape[0]), n_classes, n_bins)
+        sums = sums + _report_sums(
+            stats, np.ones(log_proba.shape[0]), n_classes, n_bins
+        )
     return _report_from_sums(sums, n_classes, n_bins)
 
 
@@ -666,8 +668,14 @@ def calibration_report(
 
 
 def _calibration_report_from_logits(
-    logits, y_idx, temperature: float, *, n_bins: int = 15, n_bootstrap: int = 0,
-    confidence_level: float = 0.95, random_state=None,
+    logits,
+    y_idx,
+    temperature: float,
+    *,
+    n_bins: int = 15,
+    n_bootstrap: int = 0,
+    confidence_level: float = 0.95,
+    random_state=None,
 ) -> CalibrationReport:
     """:func:`calibration_report` of ``softmax(logits / T)`` with the exact
     log-loss (from the log-softmax, never clipped)."""
@@ -675,8 +683,13 @@ def _calibration_report_from_logits(
 
     log_proba = log_softmax(logits, temperature)
     return _report(
-        y_idx, np.exp(log_proba), n_bins, n_bootstrap, confidence_level,
-        random_state, log_proba,
+        y_idx,
+        np.exp(log_proba),
+        n_bins,
+        n_bootstrap,
+        confidence_level,
+        random_state,
+        log_proba,
     )
 
 

@@ -328,7 +328,11 @@ def test_metadata_routing_sends_groups_to_the_splitter():
         clf = TemperatureScaledClassifier(LogisticRegression(), cv=GroupKFold(3))
         clf.fit(X, y, groups=groups)
     expected = cross_val_predict(
-        LogisticRegression(), X, y, cv=GroupKFold(3), groups=groups,
+        LogisticRegression(),
+        X,
+        y,
+        cv=GroupKFold(3),
+        groups=groups,
         method="decision_function",
     )
     logits = np.column_stack([np.zeros_like(expected), expected])

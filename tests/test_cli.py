@@ -603,9 +603,18 @@ def test_geom_spec_is_the_default_grid_bit_for_bit():
 def test_bad_tolerance_is_one_line(files, tmp_path, capsys, tol):
     folder, _, _ = files
     code, out = main_in_process(
-        capsys, "fit", "--logits", folder / "val.npy", "--labels",
-        folder / "val_y.npy", "--out", tmp_path / "c.json", "--solver",
-        "continuous", "--tol", tol,
+        capsys,
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        tmp_path / "c.json",
+        "--solver",
+        "continuous",
+        "--tol",
+        tol,
     )
     assert code == 2
     lines = out.err.strip().splitlines()
@@ -617,8 +626,16 @@ def test_bad_tolerance_is_one_line(files, tmp_path, capsys, tol):
 def test_huge_geom_counts_are_refused(files, tmp_path, capsys, spec):
     folder, _, _ = files
     code, out = main_in_process(
-        capsys, "fit", "--logits", folder / "val.npy", "--labels",
-        folder / "val_y.npy", "--out", tmp_path / "c.json", "--temperatures", spec,
+        capsys,
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        tmp_path / "c.json",
+        "--temperatures",
+        spec,
     )
     assert code == 2
     lines = out.err.strip().splitlines()
@@ -630,8 +647,14 @@ def test_one_row_text_logits_file_is_one_sample(tmp_path, capsys, suffix, sep):
     (tmp_path / f"z{suffix}").write_text(sep.join(["2.0", "0.5", "-1.0"]) + "\n")
     (tmp_path / "y.txt").write_text("1\n")
     code, out = main_in_process(
-        capsys, "fit", "--logits", tmp_path / f"z{suffix}", "--labels",
-        tmp_path / "y.txt", "--out", tmp_path / "c.json",
+        capsys,
+        "fit",
+        "--logits",
+        tmp_path / f"z{suffix}",
+        "--labels",
+        tmp_path / "y.txt",
+        "--out",
+        tmp_path / "c.json",
     )
     assert code == 0, out.err
     data = json.loads((tmp_path / "c.json").read_text())
@@ -642,11 +665,27 @@ def test_outputs_get_the_usual_permissions(files, tmp_path):
     folder, _, _ = files
     old = os.umask(0o027)
     try:
-        r = run("fit", "--logits", folder / "val.npy", "--labels",
-                folder / "val_y.npy", "--out", tmp_path / "c.json", cwd=tmp_path)
+        r = run(
+            "fit",
+            "--logits",
+            folder / "val.npy",
+            "--labels",
+            folder / "val_y.npy",
+            "--out",
+            tmp_path / "c.json",
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
-        r = run("apply", "--logits", folder / "test.npy", "--calibration",
-                tmp_path / "c.json", "--out", tmp_path / "p.npy", cwd=tmp_path)
+        r = run(
+            "apply",
+            "--logits",
+            folder / "test.npy",
+            "--calibration",
+            tmp_path / "c.json",
+            "--out",
+            tmp_path / "p.npy",
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
     finally:
         os.umask(old)
@@ -671,9 +710,21 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
 
     out = tmp_path / "p.npy"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skts", "apply", "--logits", big_logits / "z.npy",
-         "--calibration", big_logits / "c.json", "--out", out],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "skts",
+            "apply",
+            "--logits",
+            big_logits / "z.npy",
+            "--calibration",
+            big_logits / "c.json",
+            "--out",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".skts-*")) and time.monotonic() < deadline:
@@ -690,14 +741,25 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
 
 def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
     folder, _, _ = files
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+    )
     stale = tmp_path / f".skts-{int(dead.stdout)}-abcd.npy"
     alive = tmp_path / f".skts-{os.getpid()}-efgh.npy"  # a live process's
     stale.write_bytes(b"x" * 1000)
     alive.write_bytes(b"y")
-    r = run("fit", "--logits", folder / "val.npy", "--labels", folder / "val_y.npy",
-            "--out", tmp_path / "c.json", cwd=tmp_path)
+    r = run(
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        tmp_path / "c.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert not stale.exists() and alive.exists()
 
@@ -734,13 +796,23 @@ def test_report_log_loss_from_logits_is_exact(tmp_path, bootstrap):
     y[0] = 0
     np.save(tmp_path / "z.npy", logits)
     np.save(tmp_path / "y.npy", y)
-    r = run("report", "--logits", tmp_path / "z.npy", "--labels", tmp_path / "y.npy",
-            "--json", "--bootstrap", bootstrap, cwd=tmp_path)
+    r = run(
+        "report",
+        "--logits",
+        tmp_path / "z.npy",
+        "--labels",
+        tmp_path / "y.npy",
+        "--json",
+        "--bootstrap",
+        bootstrap,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)["metrics"]["before"]["values"]["log_loss"]
     m = logits.max(1)
-    exact = np.mean(m - logits[np.arange(100), y]
-                    + np.log(np.exp(logits - m[:, None]).sum(1)))
+    exact = np.mean(
+        m - logits[np.arange(100), y] + np.log(np.exp(logits - m[:, None]).sum(1))
+    )
     assert got == pytest.approx(exact, rel=1e-12)
 
 
@@ -756,15 +828,56 @@ def test_no_numpy_runtime_warnings_reach_users(tmp_path):
         np.save(tmp_path / f"{name}.npy", z)
         np.save(tmp_path / f"{name}_y.npy", y)
         for args in (
-            ["fit", "--logits", f"{name}.npy", "--labels", f"{name}_y.npy",
-             "--out", f"{name}.json", "--solver", "continuous"],
-            ["report", "--logits", f"{name}.npy", "--labels", f"{name}_y.npy",
-             "--calibration", f"{name}.json", "--bootstrap", "3"],
+            [
+                "fit",
+                "--logits",
+                f"{name}.npy",
+                "--labels",
+                f"{name}_y.npy",
+                "--out",
+                f"{name}.json",
+                "--solver",
+                "continuous",
+            ],
+            [
+                "report",
+                "--logits",
+                f"{name}.npy",
+                "--labels",
+                f"{name}_y.npy",
+                "--calibration",
+                f"{name}.json",
+                "--bootstrap",
+                "3",
+            ],
         ):
             r = subprocess.run(
                 [sys.executable, "-W", "error::RuntimeWarning", "-m", "skts", *args],
-                capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                timeout=300,
             )
             assert r.returncode == 0, r.stderr
             assert "RuntimeWarning" not in r.stderr
             assert all("the validation loss" in line for line in r.stderr.splitlines())
+
+
+def test_bad_label_in_a_file_names_the_value_and_position(files, tmp_path, capsys):
+    folder, _, y = files
+    labels = y[:300].astype(float)
+    labels[17] = 1e20
+    np.save(tmp_path / "y.npy", labels)
+    code, out = main_in_process(
+        capsys,
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        tmp_path / "y.npy",
+        "--out",
+        tmp_path / "c.json",
+    )
+    assert code == 2
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and "got 1e+20 at position 17" in lines[0]

@@ -169,3 +169,14 @@ def test_hostile_logits_for_the_curve(pyplot):
         TemperatureCurveDisplay.from_logits(
             np.array([[0.0, 1.0]]), [1], temperatures=[0.0, 1.0]
         )
+
+
+def test_displays_never_guess_which_column_is_which(pyplot):
+    # Classes [1, 2, 3], y_true without class 3: the columns cannot be named.
+    proba = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]] * 2)
+    y = np.array([1, 2, 1, 2])
+    with pytest.raises(ValueError, match="pass labels="):
+        ReliabilityDisplay.from_predictions(y, proba)
+    disp = ReliabilityDisplay.from_predictions(y, proba, labels=[1, 2, 3])
+    assert disp.accuracy[~np.isnan(disp.accuracy)].tolist() == [1.0]
+    assert disp.ece == pytest.approx(0.2)

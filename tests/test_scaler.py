@@ -321,3 +321,26 @@ def test_bad_labels_name_the_first_offending_value_in_one_line(bad, shown):
     message = str(info.value)
     assert "\n" not in message and len(message) < 200
     assert f"got {shown} at position 123" in message
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+def test_huge_sample_weights_give_the_unweighted_answer(data, solver):
+    logits, y = data
+    plain = TemperatureScaler(solver=solver).fit(logits, y)
+    for c in (1e308, 1e-320, 2.0**1000):
+        huge = TemperatureScaler(solver=solver).fit(
+            logits, y, sample_weight=np.full(len(y), c)
+        )
+        assert huge.temperature_ == plain.temperature_
+        assert huge.validation_loss_ == pytest.approx(plain.validation_loss_, rel=1e-12)
+        assert huge.validation_loss_ > 0.1
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+def test_a_flat_loss_goes_to_the_smallest_and_says_so(solver):
+    logits = np.tile([[2.0, 2.0, 2.0]], (6, 1))
+    with pytest.warns(BoundaryTemperatureWarning, match="same for every temperature"):
+        scaler = TemperatureScaler([3.0, 0.2, 1.0], solver=solver).fit(
+            logits, [0, 1, 2, 0, 1, 2]
+        )
+    assert scaler.temperature_ == 0.2 and scaler.at_boundary_

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from _reference import exact_choices, exact_losses, float_losses
 from skts._temperature import (
     default_temperatures,
     derivatives,
@@ -21,6 +20,8 @@ from skts._temperature import (
     softmax,
     solve_continuous,
 )
+
+from _reference import exact_choices, exact_losses, float_losses
 
 _DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
