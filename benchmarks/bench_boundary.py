@@ -24,6 +24,7 @@ Cases (float32 logits, N(0, 3**2), as ``bench_fit.py``):
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
 import statistics
 import sys
@@ -31,19 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-
-def floor_pass(logits, y, block=1 << 16):
-    """The floor: one chunked float64 numpy pass, mean NLL at T = 1."""
-    n, k = logits.shape
-    step = max(1, block // k)
-    total = 0.0
-    for s in range(0, n, step):
-        z = logits[s : s + step].astype(np.float64)
-        m = z.max(axis=1)
-        lse = np.log(np.exp(z - m[:, None]).sum(axis=1))
-        total += (m - z[np.arange(z.shape[0]), y[s : s + step]] + lse).sum()
-    return total / n
+from bench_fit import floor_pass  # the same floor as the main benchmark
 
 
 def make_case(kind: str, n: int, k: int, seed: int = 0):
@@ -75,18 +64,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 x 100 only")
     args = parser.parse_args()
     if args.skts:
-        sys.path.insert(0, str(Path(args.skts).resolve()))
-    import skts
-    from skts._temperature import (
-        default_temperatures,
-        grid_search,
-        nll_many,
-        solve_continuous,
-    )
+        # The numerics module imports nothing from skts: load the other
+        # checkout's file directly (an installed skts would shadow sys.path).
+        path = Path(args.skts).resolve() / "skts" / "_temperature.py"
+        spec = importlib.util.spec_from_file_location("other_temperature", path)
+        numerics = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = numerics  # (dataclasses look themselves up)
+        spec.loader.exec_module(numerics)
+    else:
+        import skts._temperature as numerics
+    default_temperatures = numerics.default_temperatures
+    grid_search = numerics.grid_search
+    nll_many = numerics.nll_many
+    solve_continuous = numerics.solve_continuous
 
     grid = default_temperatures()
     print(
-        f"skts from {Path(skts.__file__).parent}, numpy {np.__version__}, "
+        f"skts numerics from {numerics.__file__}, numpy {np.__version__}, "
         f"Python {platform.python_version()}, {platform.machine()}, "
         f"{args.repeat} interleaved rounds"
     )

@@ -193,25 +193,26 @@ def _scratch(name: str, shape: tuple[int, ...], dtype=np.float32) -> NDArray:
     return buf[:size].reshape(shape)
 
 
-def _row_max(z: NDArray) -> NDArray:
-    """Row maxima; with few columns, column by column (numpy's per-row reduce
-    loop is slow on short rows). Either way the result is exact."""
+def _row_extreme(z: NDArray, ufunc=np.maximum) -> NDArray:
+    """Row maxima (``np.minimum``: minima); with few columns, column by column
+    (numpy's per-row reduce loop is slow on short rows). Either way the result
+    is exact."""
     if z.shape[1] > _TRANSPOSE_MAX_CLASSES:
-        return z.max(axis=1)
+        return ufunc.reduce(z, axis=1)
     m = z[:, 0].copy()
     for j in range(1, z.shape[1]):
-        np.maximum(m, z[:, j], out=m)
+        ufunc(m, z[:, j], out=m)
     return m
+
+
+def _row_max(z: NDArray) -> NDArray:
+    """Row maxima (see :func:`_row_extreme`)."""
+    return _row_extreme(z, np.maximum)
 
 
 def _row_min(z: NDArray) -> NDArray:
-    """Row minima, like :func:`_row_max`."""
-    if z.shape[1] > _TRANSPOSE_MAX_CLASSES:
-        return z.min(axis=1)
-    m = z[:, 0].copy()
-    for j in range(1, z.shape[1]):
-        np.minimum(m, z[:, j], out=m)
-    return m
+    """Row minima (see :func:`_row_extreme`)."""
+    return _row_extreme(z, np.minimum)
 
 
 def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
@@ -478,6 +479,7 @@ def _slopes(
     n_jobs: int | None = None,
     *,
     moments: bool = True,
+    facts: bool = True,
 ) -> _Slopes:
     """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
     in float64, with a proven bound on the error of ``F'``; one read.
@@ -485,7 +487,8 @@ def _slopes(
     ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
     clamped at -700 as there). With ``moments=False`` only ``F`` and the
     exact facts are computed (about half the work); ``F'`` and ``F''`` are
-    then NaN and their bound infinite.
+    then NaN and their bound infinite. With ``facts=False`` the exact facts
+    are not computed (both reported False): reads inside the range need none.
 
     Notes
     -----
@@ -510,28 +513,37 @@ def _slopes(
         z = np.asarray(logits[rows], dtype=np.float64)
         zy = z[np.arange(z.shape[0]), y[rows]]
         m = _row_max(z)
-        low = _row_min(z)
         scale = _scale(sample_weight, rows, z.shape[0], total)
         live = scale > 0
-        facts = (
-            bool(np.all((zy == m) | ~live)),
-            bool(np.all((zy == low) | ~live)),
-            bool(np.any((m > low) & live)),
-        )
+        found = (False, False, False)
+        if facts:
+            low = _row_min(z)
+            found = (
+                bool(np.all((zy == m) | ~live)),
+                bool(np.all((zy == low) | ~live)),
+                bool(np.any((m > low) & live)),
+            )
         # Scratch buffers: fresh block-sized temporaries cost page faults.
-        d = _scratch("slope_d", z.shape, np.float64)
-        x = _scratch("slope_x", z.shape, np.float64)
-        e = _scratch("slope_e", z.shape, np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
-            np.subtract(z, m[:, None], out=d)
-            gap = m - zy
-            spread = m - low
-            if not np.isfinite(spread).all():
-                # Differences of logits near +-1e308 may overflow; -max keeps
-                # them finite (their exponentials are 0 anyway).
+        # With few classes the block is transposed to (n_classes, n_rows):
+        # numpy then sums over classes with whole-vector additions.
+        axis = 0 if n_classes <= _TRANSPOSE_MAX_CLASSES else 1
+        shape = z.shape[::-1] if axis == 0 else z.shape
+        zt = z.T if axis == 0 else z
+        top = m[None, :] if axis == 0 else m[:, None]
+        d = _scratch("slope_d", shape, np.float64)
+        x = _scratch("slope_x", shape, np.float64)
+        e = _scratch("slope_e", shape, np.float64)
+        try:
+            with np.errstate(over="raise", invalid="ignore"):
+                np.subtract(zt, top, out=d)
+                gap = m - zy
+        except FloatingPointError:
+            # Differences of logits near +-1e308 overflow; -max keeps them
+            # finite (their exponentials are 0 anyway).
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.subtract(zt, top, out=d)
                 np.maximum(d, -_BIG, out=d)
-                gap = np.minimum(gap, _BIG)
-                spread = np.minimum(spread, _BIG)
+                gap = np.minimum(m - zy, _BIG)
         out = np.empty((len(temperatures), 5))
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             for k, t in enumerate(temperatures):
@@ -545,7 +557,7 @@ def _slopes(
                 # bound (_FLUSH) and invisible beside a row sum of at least 1.
                 np.maximum(x, _EXP_FLOOR, out=x)
                 np.exp(x, out=e)
-                s = e.sum(axis=1)
+                s = e.sum(axis=axis)
                 loss = gap / t + np.log(s)
                 if not moments:
                     if not np.all(live):
@@ -553,9 +565,9 @@ def _slopes(
                     out[k] = [np.dot(scale, loss), np.nan, np.nan, np.inf, np.inf]
                     continue
                 np.multiply(e, x, out=e)
-                m1x = -e.sum(axis=1) / s
+                m1x = -e.sum(axis=axis) / s
                 np.multiply(e, x, out=e)
-                m2x = e.sum(axis=1) / s
+                m2x = e.sum(axis=axis) / s
                 slope = gap - m1x * t
                 var_x = np.maximum(m2x - m1x * m1x, 0.0)  # F'' = t**2 var_x
                 err = 2.0 * unit * (
@@ -569,7 +581,7 @@ def _slopes(
                     # infinite loss.
                     parts = [np.where(live, r, 0.0) for r in parts]
                 out[k] = [np.dot(scale, r) for r in parts]
-        return out, facts
+        return out, found
 
     totals = np.zeros((len(temperatures), 5))
     all_top = all_bottom = True
@@ -1390,7 +1402,10 @@ def solve_continuous(
 
     def read(points: list[float]) -> _Slopes:
         nonlocal passes, a, b, neg_seen, pos_seen, settled
-        res = _slopes(logits, y, sample_weight, [1.0 / p for p in points], n_jobs)
+        ends = lo in points or hi in points  # the exact facts matter at the ends
+        res = _slopes(
+            logits, y, sample_weight, [1.0 / p for p in points], n_jobs, facts=ends
+        )
         passes += 1
         for p, (f, g, _), bound, step in zip(
             points, res.values, res.bound, res.steps, strict=True

@@ -584,6 +584,19 @@ def test_cli_on_real_logits(tmp_path):
 # Edges of the command line (issue: trustworthy at the edges).
 
 
+def fit_args(folder, out):
+    """``skts fit`` on the fixture's validation files."""
+    return (
+        "fit",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--out",
+        out,
+    )
+
+
 def main_in_process(capsys, *args):
     from skts.cli import main
 
@@ -604,13 +617,7 @@ def test_bad_tolerance_is_one_line(files, tmp_path, capsys, tol):
     folder, _, _ = files
     code, out = main_in_process(
         capsys,
-        "fit",
-        "--logits",
-        folder / "val.npy",
-        "--labels",
-        folder / "val_y.npy",
-        "--out",
-        tmp_path / "c.json",
+        *fit_args(folder, tmp_path / "c.json"),
         "--solver",
         "continuous",
         "--tol",
@@ -627,13 +634,7 @@ def test_huge_geom_counts_are_refused(files, tmp_path, capsys, spec):
     folder, _, _ = files
     code, out = main_in_process(
         capsys,
-        "fit",
-        "--logits",
-        folder / "val.npy",
-        "--labels",
-        folder / "val_y.npy",
-        "--out",
-        tmp_path / "c.json",
+        *fit_args(folder, tmp_path / "c.json"),
         "--temperatures",
         spec,
     )
@@ -751,13 +752,7 @@ def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
     stale.write_bytes(b"x" * 1000)
     alive.write_bytes(b"y")
     r = run(
-        "fit",
-        "--logits",
-        folder / "val.npy",
-        "--labels",
-        folder / "val_y.npy",
-        "--out",
-        tmp_path / "c.json",
+        *fit_args(folder, tmp_path / "c.json"),
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr

@@ -501,12 +501,37 @@ def test_huge_and_tiny_candidate_sets_work():
         assert cont.n_passes <= continuous_budget(grid.min(), grid.max(), cont)
 
 
-def continuous_budget(lo, hi, result, tol=1e-10):
-    """ceil(log2(W / tau)) + 3 reads, tau = tol * beta (the solver's start;
-    the answer's beta, within a factor 2 of it, moves this by at most 1)."""
+def continuous_budget(lo, hi, result=None, tol=1e-10):
+    """An upper bound on the solver's read budget, ceil(log2(W / tau)) + 3:
+    its tau is tol times its starting beta, at least tol / hi."""
     width = 1 / lo - 1 / hi
-    tau = tol / result.temperature
-    return 4 + math.ceil(math.log2(width) - math.log2(tau))
+    return 3 + math.ceil(math.log2(width) - math.log2(tol / hi))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    problems(max_rows=30),
+    st.floats(1e-3, 1.0),
+    st.floats(1.0, 1e3),
+    st.sampled_from([1e-10, 1e-6, 1e-3]),
+)
+def test_continuous_never_exceeds_its_read_budget(problem, lo, hi, tol):
+    logits, y = problem
+    if hi <= lo:
+        return
+    result = solve_continuous(logits, y, lo, hi, tol=tol)
+    assert result.n_passes <= continuous_budget(lo, hi, tol=tol)
+    assert lo <= result.temperature <= hi
+
+
+def test_continuous_on_wide_rows_takes_few_reads():
+    # 37 reads before (the straddle missed and a safeguard jumped away).
+    rng = np.random.RandomState(0)
+    logits = rng.normal(scale=3.0, size=(200, 20_000)).astype(np.float32)
+    y = np.where(rng.rand(200) < 0.7, logits.argmax(1), rng.randint(0, 20_000, 200))
+    result = solve_continuous(logits, y, 0.01, 100.0)
+    assert result.n_passes <= 6
+    assert not result.at_boundary
 
 
 # --------------------------------------------------------------------------
