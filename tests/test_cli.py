@@ -876,3 +876,32 @@ def test_bad_label_in_a_file_names_the_value_and_position(files, tmp_path, capsy
     assert code == 2
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and "got 1e+20 at position 17" in lines[0]
+
+
+@pytest.mark.parametrize("bootstrap", ["0", "4"])
+def test_report_when_the_labels_lack_a_class(tmp_path, capsys, bootstrap):
+    # Logit columns are class indices by definition: nothing to guess even
+    # when the labels never mention class 2.
+    from skts._temperature import softmax
+    from skts.metrics import expected_calibration_error
+
+    rng = np.random.RandomState(0)
+    logits = rng.normal(scale=2, size=(200, 3))
+    y = rng.randint(0, 2, 200)
+    np.save(tmp_path / "z.npy", logits)
+    np.save(tmp_path / "y.npy", y)
+    code, out = main_in_process(
+        capsys,
+        "report",
+        "--logits",
+        tmp_path / "z.npy",
+        "--labels",
+        tmp_path / "y.npy",
+        "--json",
+        "--bootstrap",
+        bootstrap,
+    )
+    assert code == 0, out.err
+    got = json.loads(out.out)["metrics"]["before"]["values"]["ece"]
+    expected = expected_calibration_error(y, softmax(logits, 1.0), labels=[0, 1, 2])
+    assert got == pytest.approx(expected, rel=1e-12)
