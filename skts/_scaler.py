@@ -370,6 +370,6 @@ def _check_weights(sample_weight, n_samples: int) -> NDArray | None:
             f"sample_weight must be non-negative; got {float(sample_weight[i])!r} "
             f"at position {i}."
         )
-    if not sample_weight.sum() > 0:
+    if not np.any(sample_weight > 0):  # (a sum could overflow)
         raise ValueError("sample_weight must have a positive sum; got all zeros.")
     return sample_weight

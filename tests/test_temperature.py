@@ -505,7 +505,7 @@ def continuous_budget(lo, hi, result=None, tol=1e-10):
     """An upper bound on the solver's read budget, ceil(log2(W / tau)) + 3:
     its tau is tol times its starting beta, at least tol / hi."""
     width = 1 / lo - 1 / hi
-    return 3 + math.ceil(math.log2(width) - math.log2(tol / hi))
+    return 3 + max(1, math.ceil(math.log2(width) - math.log2(tol / hi)))
 
 
 @settings(max_examples=150, deadline=None)
