@@ -282,6 +282,7 @@ def nll_many(
     routine at every candidate).
     """
     temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
+    sample_weight = _normalised_weights(sample_weight)  # exact; no overflow
     n_samples, n_classes = logits.shape
     total_weight = _weights_total(sample_weight, n_samples)
 
@@ -341,6 +342,7 @@ def _derivatives_many(
     second_moment: bool = True,
 ) -> NDArray[np.float64]:
     """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
+    sample_weight = _normalised_weights(sample_weight)  # exact; no overflow
     n_samples, n_classes = logits.shape
     total = _weights_total(sample_weight, n_samples)
     single = precision == "float32"

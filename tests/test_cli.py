@@ -57,13 +57,7 @@ def test_fit_apply_report_round_trip(files, tmp_path):
     folder, logits, y = files
     calib = tmp_path / "calib.json"
     r = run(
-        "fit",
-        "--logits",
-        folder / "val.npy",
-        "--labels",
-        folder / "val_y.npy",
-        "--out",
-        calib,
+        *fit_args(folder, calib),
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
@@ -516,13 +510,7 @@ def test_force_overwrites_atomically(files, tmp_path):
     out = tmp_path / "c.json"
     out.write_text("old")
     r = run(
-        "fit",
-        "--logits",
-        folder / "val.npy",
-        "--labels",
-        folder / "val_y.npy",
-        "--out",
-        out,
+        *fit_args(folder, out),
         "--force",
         cwd=tmp_path,
     )
@@ -595,6 +583,25 @@ def fit_args(folder, out):
         "--out",
         out,
     )
+
+
+def report_values(capsys, folder, logits, y, bootstrap):
+    """``skts report --json`` on these logits and labels: the values before."""
+    np.save(folder / "z.npy", logits)
+    np.save(folder / "y.npy", y)
+    code, out = main_in_process(
+        capsys,
+        "report",
+        "--logits",
+        folder / "z.npy",
+        "--labels",
+        folder / "y.npy",
+        "--json",
+        "--bootstrap",
+        bootstrap,
+    )
+    assert code == 0, out.err
+    return json.loads(out.out)["metrics"]["before"]["values"]
 
 
 def main_in_process(capsys, *args):
@@ -783,27 +790,13 @@ def test_an_output_that_appears_meanwhile_is_not_clobbered(tmp_path):
 
 
 @pytest.mark.parametrize("bootstrap", ["0", "5"])
-def test_report_log_loss_from_logits_is_exact(tmp_path, bootstrap):
+def test_report_log_loss_from_logits_is_exact(tmp_path, capsys, bootstrap):
     rng = np.random.RandomState(0)
     logits = rng.normal(size=(100, 3))
     y = rng.randint(0, 3, 100)
     logits[0] = [0.0, 53.0, 0.0]  # p(y=0) = 9e-24: clipping would say 36.04
     y[0] = 0
-    np.save(tmp_path / "z.npy", logits)
-    np.save(tmp_path / "y.npy", y)
-    r = run(
-        "report",
-        "--logits",
-        tmp_path / "z.npy",
-        "--labels",
-        tmp_path / "y.npy",
-        "--json",
-        "--bootstrap",
-        bootstrap,
-        cwd=tmp_path,
-    )
-    assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout)["metrics"]["before"]["values"]["log_loss"]
+    got = report_values(capsys, tmp_path, logits, y, bootstrap)["log_loss"]
     m = logits.max(1)
     exact = np.mean(
         m - logits[np.arange(100), y] + np.log(np.exp(logits - m[:, None]).sum(1))
@@ -888,20 +881,6 @@ def test_report_when_the_labels_lack_a_class(tmp_path, capsys, bootstrap):
     rng = np.random.RandomState(0)
     logits = rng.normal(scale=2, size=(200, 3))
     y = rng.randint(0, 2, 200)
-    np.save(tmp_path / "z.npy", logits)
-    np.save(tmp_path / "y.npy", y)
-    code, out = main_in_process(
-        capsys,
-        "report",
-        "--logits",
-        tmp_path / "z.npy",
-        "--labels",
-        tmp_path / "y.npy",
-        "--json",
-        "--bootstrap",
-        bootstrap,
-    )
-    assert code == 0, out.err
-    got = json.loads(out.out)["metrics"]["before"]["values"]["ece"]
+    got = report_values(capsys, tmp_path, logits, y, bootstrap)["ece"]
     expected = expected_calibration_error(y, softmax(logits, 1.0), labels=[0, 1, 2])
     assert got == pytest.approx(expected, rel=1e-12)

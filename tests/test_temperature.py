@@ -607,3 +607,19 @@ def test_float32_derivatives_underflow_but_the_answer_is_proven():
     # Margins of 10 at T = 0.01: every float32 exponential underflows.
     logits, y = _boundary_case("margin", 5000, 100)
     assert grid_search(logits, y, default_temperatures()).n_passes == 1
+
+
+def test_public_evaluators_take_huge_weights():
+    rng = np.random.RandomState(0)
+    logits = rng.normal(size=(50, 3))
+    y = rng.randint(0, 3, 50)
+    huge = np.full(50, 1e308)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert (
+            nll_many(logits, y, [0.5, 2.0], huge).tolist()
+            == nll_many(logits, y, [0.5, 2.0]).tolist()
+        )
+        assert derivatives(logits, y, 1.3, huge) == pytest.approx(
+            derivatives(logits, y, 1.3), rel=1e-14
+        )
