@@ -265,6 +265,86 @@ def _nll_block(logits, y, sample_weight, total_weight, rows, temperatures) -> ND
     return out
 
 
+class _Rows:
+    """The held-out rows as every pass reads them.
+
+    A pass is a *partial* function, ``partial(logits, y, sample_weight, total,
+    *args, n_jobs=...)``, that returns sums over the rows it is given (block by
+    block, in order, see :func:`_map_blocks`), and a ``combine`` that adds two
+    such results. Here the partial runs once on all the rows (``combine`` is
+    not needed); ``skts._dask`` runs the same partial on each row chunk of a
+    Dask array and combines the chunks' results in order: one Dask reduction
+    per pass, with the numerics and the search above it shared.
+
+    ``sample_weight`` is normalised (:func:`_normalised_weights`) and
+    ``total`` is its sum: every pass sees the same weighted mean.
+    """
+
+    # Roundings beyond those of one in-memory pass (Dask: the blocks cut at
+    # chunk edges and the additions of the chunks' results), which the error
+    # bounds add.
+    extra_roundings = 0
+
+    def __init__(self, logits, y, sample_weight=None, n_jobs=None):
+        self.logits, self.y = logits, y
+        self.sample_weight = _normalised_weights(sample_weight)  # exact
+        self.n_samples, self.n_classes = logits.shape
+        self.total = _weights_total(self.sample_weight, self.n_samples)
+        self.n_jobs = n_jobs
+
+    def reduce(self, partial, combine, *args):
+        """``partial`` over all the rows (``combine`` adds results of parts)."""
+        return partial(
+            self.logits,
+            self.y,
+            self.sample_weight,
+            self.total,
+            *args,
+            n_jobs=self.n_jobs,
+        )
+
+    def flat(self) -> bool:
+        """Whether every row of positive weight has all-equal logits."""
+        return _flat(self.logits, self.sample_weight)
+
+    def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
+        """The rows ``rows`` (a small subsample) as in-memory arrays."""
+        w = self.sample_weight
+        return (
+            np.ascontiguousarray(self.logits[rows]),
+            np.asarray(self.y[rows]),
+            None if w is None else np.asarray(w[rows]),
+        )
+
+
+def _add(a, b):
+    return a + b
+
+
+def _add_tuples(a, b):
+    return tuple(u + v for u, v in zip(a, b, strict=True))
+
+
+def _nll_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
+    n_samples, n_classes = logits.shape
+
+    def block(rows: slice) -> NDArray:
+        return _nll_block(logits, y, sample_weight, total, rows, temperatures)
+
+    totals = np.zeros(temperatures.shape[0], dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
+            totals += part
+    return totals
+
+
+def _nll(rows: _Rows, temperatures) -> NDArray[np.float64]:
+    """:func:`nll_many` on held-out rows (one pass)."""
+    temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return rows.reduce(_nll_part, _add, temperatures)
+
+
 def nll_many(
     logits: NDArray,
     y: NDArray,
@@ -281,19 +361,7 @@ def nll_many(
     routine is the reference of every decision in skts ("brute force" is this
     routine at every candidate).
     """
-    temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
-    sample_weight = _normalised_weights(sample_weight)  # exact; no overflow
-    n_samples, n_classes = logits.shape
-    total_weight = _weights_total(sample_weight, n_samples)
-
-    def block(rows: slice) -> NDArray:
-        return _nll_block(logits, y, sample_weight, total_weight, rows, temperatures)
-
-    totals = np.zeros(temperatures.shape[0], dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
-            totals += part
-    return totals
+    return _nll(_Rows(logits, y, sample_weight, n_jobs), temperatures)
 
 
 def nll(
@@ -325,28 +393,16 @@ def derivatives(
     7 times cheaper exponentials, relative error ~1e-6) and accumulates in
     float64: good enough to steer a search, never used to decide one.
     """
-    f, g, h = _derivatives_many(
-        logits, y, [beta], sample_weight, n_jobs=n_jobs, precision=precision
-    )[0]
+    rows = _Rows(logits, y, sample_weight, n_jobs)
+    f, g, h = _derivatives(rows, [beta], precision)[0]
     return float(f), float(g), float(h)
 
 
-def _derivatives_many(
-    logits: NDArray,
-    y: NDArray,
-    betas,
-    sample_weight: NDArray | None = None,
-    *,
-    n_jobs: int | None = None,
-    precision: str = "float64",
-    second_moment: bool = True,
-) -> NDArray[np.float64]:
-    """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
-    sample_weight = _normalised_weights(sample_weight)  # exact; no overflow
+def _derivatives_part(
+    logits, y, sample_weight, total, betas, precision, second_moment, *, n_jobs=None
+):
     n_samples, n_classes = logits.shape
-    total = _weights_total(sample_weight, n_samples)
     single = precision == "float32"
-    betas = [float(b) for b in betas]
 
     def block(rows: slice) -> NDArray:
         if single:
@@ -369,6 +425,15 @@ def _derivatives_many(
         for part in _map_blocks(block, n_samples, n_classes, n_jobs, factor):
             totals += part
     return totals
+
+
+def _derivatives(
+    rows: _Rows, betas, precision: str = "float64", second_moment: bool = True
+) -> NDArray[np.float64]:
+    """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
+    betas = [float(b) for b in betas]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return rows.reduce(_derivatives_part, _add, betas, precision, second_moment)
 
 
 _F32_MIN = float(np.finfo(np.float32).min)
@@ -473,42 +538,11 @@ class _Slopes:
         return self.anti_separable or self.values[k, 1] > self.bound[k]
 
 
-def _slopes(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
-    temperatures,
-    n_jobs: int | None = None,
-    *,
-    moments: bool = True,
-    facts: bool = True,
-) -> _Slopes:
-    """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
-    in float64, with a proven bound on the error of ``F'``; one read.
-
-    ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
-    clamped at -700 as there). With ``moments=False`` only ``F`` and the
-    exact facts are computed (about half the work); ``F'`` and ``F''`` are
-    then NaN and their bound infinite. With ``facts=False`` the exact facts
-    are not computed (both reported False): reads inside the range need none.
-
-    Notes
-    -----
-    Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
-    ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
-    slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
-    and ``3 u beta |d_j|`` from the roundings of ``d_j``, ``x_j = d_j / T``
-    and of ``beta`` itself; the sums of the ``K`` same-signed terms add ``K u``.
-    Hence ``|computed - exact| <= u (2 g + (2K + 12) M1 + 4 beta (M2 + M1**2))``
-    per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
-    E_p[-x])`` for exponents clamped at -700 (to keep numpy's exponential off
-    its slow subnormal path), plus the weighted accumulation: at most one
-    relative rounding per row of a block and one per block, as in
-    :func:`_error_bound`.
-    """
-    temperatures = [float(t) for t in temperatures]
+def _slopes_part(
+    logits, y, sample_weight, total, temperatures, moments, facts, *, n_jobs=None
+):
+    """:func:`_slopes`' sums over some rows: ``(sums, top, bottom, varies)``."""
     n_samples, n_classes = logits.shape
-    total = _weights_total(sample_weight, n_samples)
     unit = _EPS / 2.0
 
     def block(rows: slice):
@@ -596,10 +630,54 @@ def _slopes(
             all_top &= top
             all_bottom &= bottom
             varies |= var
+    return totals, all_top, all_bottom, varies
+
+
+def _combine_slopes(a, b):
+    return a[0] + b[0], a[1] and b[1], a[2] and b[2], a[3] or b[3]
+
+
+def _slopes(
+    rows: _Rows,
+    temperatures,
+    *,
+    moments: bool = True,
+    facts: bool = True,
+) -> _Slopes:
+    """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
+    in float64, with a proven bound on the error of ``F'``; one read.
+
+    ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
+    clamped at -700 as there). With ``moments=False`` only ``F`` and the
+    exact facts are computed (about half the work); ``F'`` and ``F''`` are
+    then NaN and their bound infinite. With ``facts=False`` the exact facts
+    are not computed (both reported False): reads inside the range need none.
+
+    Notes
+    -----
+    Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
+    ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
+    slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
+    and ``3 u beta |d_j|`` from the roundings of ``d_j``, ``x_j = d_j / T``
+    and of ``beta`` itself; the sums of the ``K`` same-signed terms add ``K u``.
+    Hence ``|computed - exact| <= u (2 g + (2K + 12) M1 + 4 beta (M2 + M1**2))``
+    per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
+    E_p[-x])`` for exponents clamped at -700 (to keep numpy's exponential off
+    its slow subnormal path), plus the weighted accumulation: at most one
+    relative rounding per row of a block and one per block (and chunk), as in
+    :func:`_error_bound`.
+    """
+    temperatures = [float(t) for t in temperatures]
+    n_samples, n_classes = rows.n_samples, rows.n_classes
+    unit = _EPS / 2.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        totals, all_top, all_bottom, varies = rows.reduce(
+            _slopes_part, _combine_slopes, temperatures, moments, facts
+        )
     # The weighted sums add at most one relative rounding per row of a block
     # and one per block to the sum of |row slope|.
     rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
-    n_blocks = 1 + n_samples // rows_per_block
+    n_blocks = 1 + n_samples // rows_per_block + rows.extra_roundings
     accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
     bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
     values = totals[:, :3].copy()
@@ -619,10 +697,7 @@ _HP_DIGITS = 50
 
 
 def _exact_losses(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
-    temperatures,
+    rows: _Rows, temperatures
 ) -> tuple[list[decimal.Decimal], decimal.Decimal]:
     """``L(T)`` at each of ``temperatures`` to about 50 significant digits.
 
@@ -635,8 +710,9 @@ def _exact_losses(
     term is non-negative and computed to a relative error of a few units of
     the ``_HP_DIGITS``-th digit (Python's decimal rounds ``exp``, ``ln`` and
     the arithmetic correctly), so relative errors add up linearly over the
-    terms, the rows and the weights: ``rel = (n_classes + n_samples + 40) *
-    10**(1 - digits)``, below 1e-30 for any input that fits a computer.
+    terms, the rows and the weights: ``rel = (n_classes + n_samples + 40 + c)
+    * 10**(1 - digits)``, ``c`` the roundings of combining chunks (0 in
+    memory), below 1e-30 for any input that fits a computer.
     ``ln(1 + r)`` keeps that relative accuracy when ``r`` is tiny (a series
     below 1e-20, 22 more digits above). Exponentials below ``10**-(digits +
     5) / n_classes`` of the row's largest term are skipped. Values below
@@ -645,7 +721,30 @@ def _exact_losses(
 
     About 10 microseconds per logit and temperature: only near-ties use it.
     """
-    ctx = decimal.Context(prec=_HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    temperatures = [float(t) for t in temperatures]
+    totals, weight_sum = rows.reduce(_exact_part, _combine_exact, temperatures)
+    ctx = _hp_context()
+    values = [ctx.divide(t, weight_sum) for t in totals]
+    extra = rows.n_classes + rows.n_samples + 40 + rows.extra_roundings
+    rel = decimal.Decimal(extra).scaleb(1 - _HP_DIGITS)
+    return values, rel
+
+
+def _hp_context() -> decimal.Context:
+    return decimal.Context(
+        prec=_HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+    )
+
+
+def _combine_exact(a, b):
+    ctx = _hp_context()
+    totals = [ctx.add(u, v) for u, v in zip(a[0], b[0], strict=True)]
+    return totals, ctx.add(a[1], b[1])
+
+
+def _exact_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
+    """:func:`_exact_losses`' weighted sums over some rows and their weight."""
+    ctx = _hp_context()
     wide = ctx.copy()
     wide.prec = _HP_DIGITS + 22
     dec = decimal.Decimal
@@ -694,17 +793,11 @@ def _exact_losses(
                     log_s = ctx.plus(wide.ln(wide.add(1, rest)))
                 loss = ctx.add(scale, log_s)
                 totals[k] = ctx.add(totals[k], ctx.multiply(weight, loss))
-    values = [ctx.divide(t, weight_sum) for t in totals]
-    rel = dec(n_classes + n_samples + 40).scaleb(1 - _HP_DIGITS)
-    return values, rel
+    return totals, weight_sum
 
 
 def _decide(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
-    cand: NDArray,
-    values: dict[int, float],
+    rows: _Rows, cand: NDArray, values: dict[int, float]
 ) -> tuple[int, float, bool]:
     """The exact rule among candidates (indices into the ascending ``cand``)
     whose float64 losses are ``values``; every other candidate is known to
@@ -717,8 +810,7 @@ def _decide(
     temperature. Returns the chosen index, its float64 loss, and whether the
     high-precision evaluator ran.
     """
-    n_samples, n_classes = logits.shape
-    c64 = _error64_factor(n_samples, n_classes)
+    c64 = _error64_factor(rows)
 
     def slack(v: float) -> float:
         return c64 * (abs(v) + 1.0)
@@ -732,7 +824,7 @@ def _decide(
     if len(tied) == 1:
         return best, top, False
     tied.sort()
-    exact, rel = _exact_losses(logits, y, sample_weight, cand[tied])
+    exact, rel = _exact_losses(rows, cand[tied])
     low = min(exact)
     chosen = next(
         i for i, v in zip(tied, exact, strict=True) if v * (1 - rel) <= low * (1 + rel)
@@ -743,19 +835,19 @@ def _decide(
     return chosen, loss, True
 
 
-def _error_bound(loss: float, n_samples: int, n_classes: int) -> float:
+def _error_bound(loss: float, n_samples: int, n_classes: int, extra: int = 0) -> float:
     """Generous bound on ``|computed L - exact L|`` for the float64 evaluator.
 
     Each row costs a handful of roundings relative to its loss plus about
     ``n_classes`` absolute ones in ``log(sum exp)`` (whose argument is >= 1);
     the weighted sum of the non-negative row losses adds at most one relative
-    rounding per row of a block (whatever order BLAS uses) and one per block.
-    A larger bound only widens the set of candidates evaluated exactly, never
-    the answer.
+    rounding per row of a block (whatever order BLAS uses) and one per block,
+    and ``extra`` more (chunks, see :class:`_Rows`). A larger bound only
+    widens the set of candidates evaluated exactly, never the answer.
     """
     rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
     n_blocks = 1 + n_samples // rows_per_block
-    terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks
+    terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks + extra
     return 8.0 * _EPS * terms * (abs(loss) + 1.0)
 
 
@@ -820,13 +912,7 @@ def _newton_beta(
 
 
 def _grid_search_float64(
-    logits: NDArray,
-    y: NDArray,
-    temperatures: NDArray,
-    sample_weight: NDArray | None = None,
-    *,
-    start: float = 1.0,
-    n_jobs: int | None = None,
+    rows: _Rows, temperatures: NDArray, *, start: float = 1.0
 ) -> SearchResult:
     """The exact rule, deciding every comparison in float64 (the robust path).
 
@@ -851,10 +937,9 @@ def _grid_search_float64(
     applied literally.
     """
     cand = temperatures  # sorted, unique, at least two (see grid_search)
-    n_samples, n_classes = logits.shape
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
     beta, passes = _newton_beta(
-        lambda b: derivatives(logits, y, b, sample_weight, n_jobs=n_jobs),
+        lambda b: tuple(_derivatives(rows, [b])[0]),
         beta_lo,
         beta_hi,
         start,
@@ -869,7 +954,7 @@ def _grid_search_float64(
         nonlocal passes
         todo = [i for i in idx if i not in losses]
         if todo:
-            values = nll_many(logits, y, cand[todo], sample_weight, n_jobs=n_jobs)
+            values = _nll(rows, cand[todo])
             losses.update(zip(todo, values.tolist(), strict=True))
             passes += 1
 
@@ -877,7 +962,9 @@ def _grid_search_float64(
     width = 1
     while True:
         best = min(losses.values())
-        margin = 2.0 * _error_bound(best, n_samples, n_classes)
+        margin = 2.0 * _error_bound(
+            best, rows.n_samples, rows.n_classes, rows.extra_roundings
+        )
         if not np.isfinite(best):
             margin = np.inf
         grow_left = left > 0 and losses[left] <= best + margin
@@ -898,7 +985,7 @@ def _grid_search_float64(
         evaluate(idx)
         width *= 2
 
-    chosen, loss, hp = _decide(logits, y, sample_weight, cand, losses)
+    chosen, loss, hp = _decide(rows, cand, losses)
     at_boundary = chosen in (0, cand.shape[0] - 1)
     return SearchResult(float(cand[chosen]), loss, at_boundary, passes + hp)
 
@@ -908,17 +995,14 @@ _U32 = 2.0**-24
 _EXACT_LOSS_ELEMENTS = 1 << 20
 
 
-def _error64_factor(n_samples: int, n_classes: int) -> float:
-    """``c`` with ``|computed L - exact L| <= c * (|L| + 1)`` for ``nll_many``."""
-    return _error_bound(0.0, n_samples, n_classes)
+def _error64_factor(rows: _Rows) -> float:
+    """``c`` with ``|computed L - exact L| <= c * (|L| + 1)`` for ``_nll``."""
+    return _error_bound(0.0, rows.n_samples, rows.n_classes, rows.extra_roundings)
 
 
 def _window_pass32(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
+    rows: _Rows,
     temperatures: NDArray,
-    n_jobs: int | None,
     exact: NDArray | None = None,
     spread: float | None = None,
 ) -> tuple[NDArray, NDArray, NDArray]:
@@ -945,12 +1029,23 @@ def _window_pass32(
     sweep.
     """
     temperatures = np.asarray(temperatures, dtype=np.float64)
+    exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        est, err, ref = rows.reduce(
+            _window_part, _add_tuples, temperatures, exact_t, spread
+        )
+    # float64 roundings of the per-row terms and of the accumulation.
+    err = err + _error64_factor(rows) * (np.abs(est) + 1.0)
+    return est, err, ref
+
+
+def _window_part(
+    logits, y, sample_weight, total, temperatures, exact_t, spread, *, n_jobs=None
+):
+    """:func:`_window_pass32`'s sums over some rows: ``(est, err, ref)``."""
     order = np.argsort(-temperatures)  # ascending beta: the reference comes first
     n_samples, n_classes = logits.shape
-    total = _weights_total(sample_weight, n_samples)
     log2k = math.log2(max(n_classes, 2))
-
-    exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
 
     def block(rows: slice) -> tuple[NDArray, NDArray, NDArray]:
         # The float64 values are summed over the float64 blocks inside this
@@ -1025,8 +1120,6 @@ def _window_pass32(
             err += b_err
             for part in b_ref:
                 ref += part
-    # float64 roundings of the per-row terms and of the accumulation.
-    err += _error64_factor(n_samples, n_classes) * (np.abs(est) + 1.0)
     return est, err, ref
 
 
@@ -1091,12 +1184,7 @@ def _float32_range(beta_lo: float, beta_hi: float) -> bool:
 
 
 def _warm_start(
-    logits: NDArray,
-    y: NDArray,
-    sample_weight: NDArray | None,
-    lo: float,
-    hi: float,
-    start: float,
+    data: _Rows, lo: float, hi: float, start: float
 ) -> tuple[float, float, float, int]:
     """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``),
     the subsample's ``F''`` there, and which end the subsample points to.
@@ -1108,13 +1196,10 @@ def _warm_start(
     ``T -> 0``), ``-1`` when every one has the smallest (``T -> infinity``),
     else ``0``: exact comparisons, where the float32 derivatives underflow.
     """
-    n_samples, n_classes = logits.shape
+    n_samples, n_classes = data.n_samples, data.n_classes
     m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
     step = max(1, n_samples // m)
-    rows = slice(0, step * m, step)
-    sub_y = y[rows]
-    sub = np.ascontiguousarray(logits[rows])
-    sub_w = None if sample_weight is None else sample_weight[rows]
+    sub, sub_y, sub_w = data.subsample(slice(0, step * m, step))
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
     w = np.ones(sub_y.shape[0]) if sub_w is None else sub_w
@@ -1159,6 +1244,15 @@ def grid_search(
     start: float = 1.0,
     n_jobs: int | None = None,
 ) -> SearchResult:
+    """The exact rule ``T* = min argmin_{T in temperatures} L(T)`` on arrays
+    (see :func:`_grid_search`)."""
+    rows = _Rows(logits, y, sample_weight, n_jobs)
+    return _grid_search(rows, temperatures, start=start)
+
+
+def _grid_search(
+    rows: _Rows, temperatures: NDArray, *, start: float = 1.0
+) -> SearchResult:
     """The exact rule ``T* = min argmin_{T in temperatures} L(T)``.
 
     The answer equals brute force (``nll_many`` at every candidate, then the
@@ -1184,21 +1278,18 @@ def grid_search(
     the float64 search takes over.
     """
     cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
-    sample_weight = _normalised_weights(sample_weight)
-    n_samples, n_classes = logits.shape
+    n_samples = rows.n_samples
     n_cand = cand.shape[0]
-    if n_cand == 1 or _flat(logits, sample_weight):
+    if n_cand == 1 or rows.flat():
         # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
         # gives the smallest candidate without any floating-point comparison.
-        loss = nll(logits, y, float(cand[0]), sample_weight, n_jobs=n_jobs)
+        loss = float(_nll(rows, cand[:1])[0])
         return SearchResult(float(cand[0]), loss, n_cand > 1, 1, flat=n_cand > 1)
 
     beta_lo, beta_hi = 1.0 / cand[-1], 1.0 / cand[0]
     if not _float32_range(beta_lo, beta_hi):
-        return _grid_search_float64(
-            logits, y, cand, sample_weight, start=start, n_jobs=n_jobs
-        )
-    beta0, se, h, edge = _warm_start(logits, y, sample_weight, beta_lo, beta_hi, start)
+        return _grid_search_float64(rows, cand, start=start)
+    beta0, se, h, edge = _warm_start(rows, beta_lo, beta_hi, start)
     passes = 0
     beta = beta0
     spread_beta = spread = None
@@ -1208,7 +1299,7 @@ def grid_search(
         # all the data are like that, the answer is proven without any
         # floating-point comparison.
         t = cand[0] if edge == 1 else cand[-1]
-        facts = _slopes(logits, y, sample_weight, [t], n_jobs, moments=False)
+        facts = _slopes(rows, [t], moments=False)
         passes += 1
         if facts.separable if edge == 1 else facts.anti_separable:
             return SearchResult(float(t), float(facts.values[0, 0]), True, passes)
@@ -1220,7 +1311,7 @@ def grid_search(
         # < 0 means F decreases on the whole range, so the smallest candidate
         # is the unique minimiser (and symmetrically at beta_lo). One read.
         ends = [t for t, near in ((cand[0], near_hi), (cand[-1], near_lo)) if near]
-        check = _slopes(logits, y, sample_weight, ends, n_jobs)
+        check = _slopes(rows, ends)
         passes += 1
         for k, t in enumerate(ends):
             if t == cand[0] and check.decreasing(k):
@@ -1230,7 +1321,7 @@ def grid_search(
         if check.separable or check.anti_separable:
             # Proven, but the loss was read at the other end only.
             t = cand[0] if check.separable else cand[-1]
-            loss = nll(logits, y, float(t), sample_weight, n_jobs=n_jobs)
+            loss = float(_nll(rows, [t])[0])
             return SearchResult(float(t), loss, True, passes + 1)
         # Not settled: one float64 Newton step from the end nearer the
         # subsample's answer replaces the float32 gradient pass below.
@@ -1245,15 +1336,7 @@ def grid_search(
         # or so: one full float32 Newton step from its answer before looking at
         # candidates. The gradient needs all the data; the curvature, a smooth
         # average, comes from the subsample.
-        _, g, spread = _derivatives_many(
-            logits,
-            y,
-            [beta0],
-            sample_weight,
-            precision="float32",
-            n_jobs=n_jobs,
-            second_moment=False,
-        )[0]
+        _, g, spread = _derivatives(rows, [beta0], "float32", second_moment=False)[0]
         passes += 1
         # The weighted mean of E_p[-d] at beta0 bounds its value at any larger
         # beta (E_p[-d] falls as beta grows); padded for the float32 rounding
@@ -1272,25 +1355,22 @@ def grid_search(
     j = min(j, n_cand - 1)
     lo, hi = max(j - 1, 0), min(j + 1, n_cand - 1)
 
-    c64 = _error64_factor(n_samples, n_classes)
+    c64 = _error64_factor(rows)
     est: dict[int, float] = {}
     err: dict[int, float] = {}
     exact: dict[int, float] = {}
     guess = j
     # Small inputs report the float64 loss at the answer (fused into the window
     # pass); large ones the float32 estimate, within its proven bound.
-    want_exact = n_samples * n_classes <= _EXACT_LOSS_ELEMENTS
+    want_exact = n_samples * rows.n_classes <= _EXACT_LOSS_ELEMENTS
     for _ in range(8):
         todo = [i for i in range(lo, hi + 1) if i not in est]
         if todo:
             extra = [guess] if want_exact and guess not in exact else []
             usable = spread_beta is not None and 1.0 / cand[todo].max() >= spread_beta
             e, b, r = _window_pass32(
-                logits,
-                y,
-                sample_weight,
+                rows,
                 cand[todo],
-                n_jobs,
                 exact=cand[extra],
                 spread=spread if usable else None,
             )
@@ -1320,12 +1400,10 @@ def grid_search(
             todo = [i for i in close if i not in exact]
             if todo:
                 # Too close for float32 (or not yet known): the float64 values.
-                values = nll_many(logits, y, cand[todo], sample_weight, n_jobs=n_jobs)
+                values = _nll(rows, cand[todo])
                 exact.update(zip(todo, values.tolist(), strict=True))
                 passes += 1
-            chosen, top, hp = _decide(
-                logits, y, sample_weight, cand, {i: exact[i] for i in close}
-            )
+            chosen, top, hp = _decide(rows, cand, {i: exact[i] for i in close})
             return SearchResult(
                 float(cand[chosen]), top, chosen in (0, n_cand - 1), passes + hp
             )
@@ -1336,9 +1414,7 @@ def grid_search(
         if not right_ok:
             hi = min(hi + width, n_cand - 1)
     # Degenerate data (plateaus, non-finite losses): decide everything in float64.
-    result = _grid_search_float64(
-        logits, y, cand, sample_weight, start=beta, n_jobs=n_jobs
-    )
+    result = _grid_search_float64(rows, cand, start=beta)
     return SearchResult(
         result.temperature, result.loss, result.at_boundary, passes + result.n_passes
     )
@@ -1354,6 +1430,20 @@ def solve_continuous(
     tol: float = 1e-10,
     start: float = 1.0,
     n_jobs: int | None = None,
+) -> SearchResult:
+    """Minimise ``L(T)`` over ``[t_min, t_max]`` on arrays (see
+    :func:`_solve_continuous`)."""
+    rows = _Rows(logits, y, sample_weight, n_jobs)
+    return _solve_continuous(rows, t_min, t_max, tol=tol, start=start)
+
+
+def _solve_continuous(
+    rows: _Rows,
+    t_min: float,
+    t_max: float,
+    *,
+    tol: float = 1e-10,
+    start: float = 1.0,
 ) -> SearchResult:
     """Minimise ``L(T)`` over ``[t_min, t_max]``: bracketed Newton in ``beta``.
 
@@ -1379,17 +1469,16 @@ def solve_continuous(
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
     side of it the minimiser lies.
     """
-    sample_weight = _normalised_weights(sample_weight)
     lo, hi = 1.0 / t_max, 1.0 / t_min
     width = hi - lo
-    if width <= 0.0 or _flat(logits, sample_weight):
+    if width <= 0.0 or rows.flat():
         # One point, or the same loss everywhere: the lower end of T.
-        loss = nll(logits, y, t_min, sample_weight, n_jobs=n_jobs)
+        loss = float(_nll(rows, [t_min])[0])
         return SearchResult(float(t_min), loss, width > 0, 1, flat=width > 0)
     steer = _float32_range(lo, hi)
     edge = 0
     if steer:
-        x, se, _, edge = _warm_start(logits, y, sample_weight, lo, hi, start)
+        x, se, _, edge = _warm_start(rows, lo, hi, start)
     else:  # beyond float32's range: no float32 steering
         x, se = min(max(start, lo), hi), np.inf
     tau = max(tol * max(x, lo), 5e-324)
@@ -1405,9 +1494,7 @@ def solve_continuous(
     def read(points: list[float]) -> _Slopes:
         nonlocal passes, a, b, neg_seen, pos_seen, settled
         ends = lo in points or hi in points  # the exact facts matter at the ends
-        res = _slopes(
-            logits, y, sample_weight, [1.0 / p for p in points], n_jobs, facts=ends
-        )
+        res = _slopes(rows, [1.0 / p for p in points], facts=ends)
         passes += 1
         for p, (f, g, _), bound, step in zip(
             points, res.values, res.bound, res.steps, strict=True
@@ -1425,7 +1512,7 @@ def solve_continuous(
         # Every subsample label has its row's largest (smallest) logit: the
         # loss at that end and the exact facts of every row, in one cheap read.
         end = hi if edge == 1 else lo
-        facts = _slopes(logits, y, sample_weight, [1.0 / end], n_jobs, moments=False)
+        facts = _slopes(rows, [1.0 / end], moments=False)
         passes += 1
         if facts.separable if edge == 1 else facts.anti_separable:
             t = float(t_min) if edge == 1 else float(t_max)
@@ -1445,9 +1532,7 @@ def solve_continuous(
     while passes < 3:  # at most 3 reads before the float64 phase
         if not steer or se == 0.0 or not lo < x < hi:
             break  # the subsample was all the data, or the answer is an end
-        _, g, h = derivatives(
-            logits, y, x, sample_weight, precision="float32", n_jobs=n_jobs
-        )
+        _, g, h = _derivatives(rows, [x], "float32")[0]
         passes += 1
         if not (np.isfinite(g) and np.isfinite(h) and h > 0):
             break
@@ -1524,7 +1609,7 @@ def solve_continuous(
     if beta in info:
         loss = info[beta][0]
     else:
-        loss = nll(logits, y, temperature, sample_weight, n_jobs=n_jobs)
+        loss = float(_nll(rows, [temperature])[0])
         passes += 1
     return SearchResult(float(temperature), float(loss), at_boundary, passes)
 
