@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,11 +16,12 @@ from sklearn.utils.validation import (
 )
 
 from skts._temperature import (
+    _grid_search,
+    _Rows,
+    _solve_continuous,
     default_temperatures,
-    grid_search,
     log_softmax,
     softmax,
-    solve_continuous,
     warn_boundary,
 )
 
@@ -150,12 +152,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             The fitted scaler.
         """
         temperatures = _check_temperatures(self.temperatures)
-        logits = _check_logits(logits)
-        y = _check_class_indices(y, logits.shape)
-        sample_weight = _check_weights(sample_weight, logits.shape[0])
-        result = _fit_temperature(
-            logits, y, temperatures, sample_weight, self.solver, self.tol, self.n_jobs
-        )
+        if _is_dask_array(logits):
+            from skts._dask import DaskRows
+
+            rows = DaskRows(logits, y, sample_weight)
+        else:
+            logits = _check_logits(logits)
+            y = _check_class_indices(y, logits.shape)
+            sample_weight = _check_weights(sample_weight, logits.shape[0])
+            rows = _Rows(logits, y, sample_weight, self.n_jobs)
+        result = _fit_rows(rows, temperatures, self.solver, self.tol)
         self.temperature_ = result.temperature
         self.validation_loss_ = result.loss
         self.at_boundary_ = result.at_boundary
@@ -165,7 +171,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _logits(self, logits) -> NDArray:
         check_is_fitted(self)
-        logits = _check_logits(logits)
+        if _is_dask_array(logits):
+            from skts._dask import _as_logits
+
+            logits = _as_logits(logits)
+        else:
+            logits = _check_logits(logits)
         if logits.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"logits has {logits.shape[1]} columns, but TemperatureScaler was "
@@ -187,6 +198,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             ``logits / temperature_`` in float64.
         """
         logits = self._logits(logits)
+        if _is_dask_array(logits):
+            return logits.astype(np.float64) / self.temperature_
         with np.errstate(over="ignore"):
             return np.asarray(logits, dtype=np.float64) / self.temperature_
 
@@ -203,7 +216,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Rows sum to 1.
         """
-        return softmax(self._logits(logits), self.temperature_)
+        logits = self._logits(logits)
+        if _is_dask_array(logits):
+            from skts._dask import softmax_lazy
+
+            return softmax_lazy(logits, self.temperature_)
+        return softmax(logits, self.temperature_)
 
     def predict_log_proba(self, logits):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
@@ -218,7 +236,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Calibrated log-probabilities.
         """
-        return log_softmax(self._logits(logits), self.temperature_)
+        logits = self._logits(logits)
+        if _is_dask_array(logits):
+            from skts._dask import log_softmax_lazy
+
+            return log_softmax_lazy(logits, self.temperature_)
+        return log_softmax(logits, self.temperature_)
 
     def predict(self, logits):
         """Class index of the largest logit (first one on ties).
@@ -233,7 +256,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Predicted class indices; dividing by ``T > 0`` never changes them.
         """
-        return np.argmax(self._logits(logits), axis=1)
+        return self._logits(logits).argmax(axis=1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -241,19 +264,26 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         return tags
 
 
+def _is_dask_array(x) -> bool:
+    # Without importing dask: a Dask array can only exist once it is imported.
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(x, module.Array)
+
+
 def _fit_temperature(logits, y, temperatures, sample_weight, solver, tol, n_jobs=None):
-    """Run the chosen solver and warn on a boundary answer."""
+    """Run the chosen solver on validated arrays; warn on a boundary answer."""
+    rows = _Rows(logits, y, sample_weight, n_jobs)
+    return _fit_rows(rows, temperatures, solver, tol)
+
+
+def _fit_rows(rows, temperatures, solver, tol):
+    """Run the chosen solver on held-out rows (in memory or Dask); warn on a
+    boundary answer."""
     if solver == "grid":
-        result = grid_search(logits, y, temperatures, sample_weight, n_jobs=n_jobs)
+        result = _grid_search(rows, temperatures)
     else:
-        result = solve_continuous(
-            logits,
-            y,
-            float(temperatures.min()),
-            float(temperatures.max()),
-            sample_weight,
-            tol=tol,
-            n_jobs=n_jobs,
+        result = _solve_continuous(
+            rows, float(temperatures.min()), float(temperatures.max()), tol=tol
         )
     if result.at_boundary:
         warn_boundary(result, float(temperatures.min()), float(temperatures.max()))

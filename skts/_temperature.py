@@ -236,10 +236,35 @@ def _row_nll(d: NDArray, gap: NDArray, temperature: float) -> NDArray:
         return gap / temperature + np.log(np.exp(x, out=x).sum(axis=1))
 
 
-def _weights_total(sample_weight: NDArray | None, n_samples: int) -> float:
+def _weights_total(
+    sample_weight: NDArray | None, n_samples: int, n_classes: int
+) -> float:
+    """The sum of the weights, in the canonical order of every pass (per
+    float32 block of :func:`_blocks`, then block after block), so that any
+    backend that follows the blocks gets the same bits."""
     if sample_weight is None:
         return float(n_samples)
-    return float(np.sum(sample_weight, dtype=np.float64))
+    return float(_fold(_add, _weight_part(sample_weight, n_classes)))
+
+
+def _weight_part(sample_weight: NDArray, n_classes: int) -> list[float]:
+    """Per-block sums of the weights (the blocks of the float32 passes)."""
+    n_samples = sample_weight.shape[0]
+    return [
+        float(np.sum(sample_weight[rows], dtype=np.float64))
+        for rows in _blocks(n_samples, n_classes, _F32_BLOCKS)
+    ]
+
+
+def _fold(combine, parts):
+    """``combine`` over ``parts`` from the first, in order: the canonical
+    summation order of every pass (``0 + a == a``, so starting from the first
+    part gives the bits of starting from zero)."""
+    it = iter(parts)
+    acc = next(it)
+    for part in it:
+        acc = combine(acc, part)
+    return acc
 
 
 def _scale(sample_weight: NDArray | None, rows: slice, n: int, total: float):
@@ -280,21 +305,22 @@ class _Rows:
     ``total`` is its sum: every pass sees the same weighted mean.
     """
 
-    # Roundings beyond those of one in-memory pass (Dask: the blocks cut at
-    # chunk edges and the additions of the chunks' results), which the error
-    # bounds add.
-    extra_roundings = 0
+    # Pieces whose results are combined: every float64 sum follows the
+    # blocks in order whatever the pieces (the same bits), but the
+    # high-precision evaluator adds one rounding per piece.
+    n_parts = 1
 
     def __init__(self, logits, y, sample_weight=None, n_jobs=None):
         self.logits, self.y = logits, y
         self.sample_weight = _normalised_weights(sample_weight)  # exact
         self.n_samples, self.n_classes = logits.shape
-        self.total = _weights_total(self.sample_weight, self.n_samples)
+        self.total = _weights_total(self.sample_weight, self.n_samples, self.n_classes)
         self.n_jobs = n_jobs
 
     def reduce(self, partial, combine, *args):
-        """``partial`` over all the rows (``combine`` adds results of parts)."""
-        return partial(
+        """``partial``'s per-block results over all the rows, folded in block
+        order with ``combine``."""
+        parts = partial(
             self.logits,
             self.y,
             self.sample_weight,
@@ -302,6 +328,7 @@ class _Rows:
             *args,
             n_jobs=self.n_jobs,
         )
+        return _fold(combine, parts)
 
     def flat(self) -> bool:
         """Whether every row of positive weight has all-equal logits."""
@@ -321,21 +348,13 @@ def _add(a, b):
     return a + b
 
 
-def _add_tuples(a, b):
-    return tuple(u + v for u, v in zip(a, b, strict=True))
-
-
 def _nll_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
     n_samples, n_classes = logits.shape
 
     def block(rows: slice) -> NDArray:
         return _nll_block(logits, y, sample_weight, total, rows, temperatures)
 
-    totals = np.zeros(temperatures.shape[0], dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for part in _map_blocks(block, n_samples, n_classes, n_jobs):
-            totals += part
-    return totals
+    return _map_blocks(block, n_samples, n_classes, n_jobs)
 
 
 def _nll(rows: _Rows, temperatures) -> NDArray[np.float64]:
@@ -419,12 +438,8 @@ def _derivatives_part(
             [_moments(d, gap, axis, scale, b, bufs, second_moment) for b in betas]
         )
 
-    totals = np.zeros((len(betas), 3))
     factor = _F32_BLOCKS if single else 1
-    with np.errstate(over="ignore", invalid="ignore"):
-        for part in _map_blocks(block, n_samples, n_classes, n_jobs, factor):
-            totals += part
-    return totals
+    return _map_blocks(block, n_samples, n_classes, n_jobs, factor)
 
 
 def _derivatives(
@@ -541,7 +556,7 @@ class _Slopes:
 def _slopes_part(
     logits, y, sample_weight, total, temperatures, moments, facts, *, n_jobs=None
 ):
-    """:func:`_slopes`' sums over some rows: ``(sums, top, bottom, varies)``."""
+    """:func:`_slopes`' per-block ``(sums, (top, bottom, varies))``."""
     n_samples, n_classes = logits.shape
     unit = _EPS / 2.0
 
@@ -619,22 +634,12 @@ def _slopes_part(
                 out[k] = [np.dot(scale, r) for r in parts]
         return out, found
 
-    totals = np.zeros((len(temperatures), 5))
-    all_top = all_bottom = True
-    varies = False
-    with np.errstate(over="ignore", invalid="ignore"):
-        for part, (top, bottom, var) in _map_blocks(
-            block, n_samples, n_classes, n_jobs
-        ):
-            totals += part
-            all_top &= top
-            all_bottom &= bottom
-            varies |= var
-    return totals, all_top, all_bottom, varies
+    return _map_blocks(block, n_samples, n_classes, n_jobs)
 
 
 def _combine_slopes(a, b):
-    return a[0] + b[0], a[1] and b[1], a[2] and b[2], a[3] or b[3]
+    (sums_a, (top_a, bottom_a, var_a)), (sums_b, (top_b, bottom_b, var_b)) = a, b
+    return sums_a + sums_b, (top_a and top_b, bottom_a and bottom_b, var_a or var_b)
 
 
 def _slopes(
@@ -664,20 +669,20 @@ def _slopes(
     per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
     E_p[-x])`` for exponents clamped at -700 (to keep numpy's exponential off
     its slow subnormal path), plus the weighted accumulation: at most one
-    relative rounding per row of a block and one per block (and chunk), as in
+    relative rounding per row of a block and one per block, as in
     :func:`_error_bound`.
     """
     temperatures = [float(t) for t in temperatures]
     n_samples, n_classes = rows.n_samples, rows.n_classes
     unit = _EPS / 2.0
     with np.errstate(over="ignore", invalid="ignore"):
-        totals, all_top, all_bottom, varies = rows.reduce(
+        totals, (all_top, all_bottom, varies) = rows.reduce(
             _slopes_part, _combine_slopes, temperatures, moments, facts
         )
     # The weighted sums add at most one relative rounding per row of a block
     # and one per block to the sum of |row slope|.
     rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
-    n_blocks = 1 + n_samples // rows_per_block + rows.extra_roundings
+    n_blocks = 1 + n_samples // rows_per_block
     accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
     bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
     values = totals[:, :3].copy()
@@ -711,8 +716,8 @@ def _exact_losses(
     the ``_HP_DIGITS``-th digit (Python's decimal rounds ``exp``, ``ln`` and
     the arithmetic correctly), so relative errors add up linearly over the
     terms, the rows and the weights: ``rel = (n_classes + n_samples + 40 + c)
-    * 10**(1 - digits)``, ``c`` the roundings of combining chunks (0 in
-    memory), below 1e-30 for any input that fits a computer.
+    * 10**(1 - digits)``, ``c`` the number of pieces combined (1 in memory,
+    see :class:`_Rows`), below 1e-30 for any input that fits a computer.
     ``ln(1 + r)`` keeps that relative accuracy when ``r`` is tiny (a series
     below 1e-20, 22 more digits above). Exponentials below ``10**-(digits +
     5) / n_classes`` of the row's largest term are skipped. Values below
@@ -725,7 +730,7 @@ def _exact_losses(
     totals, weight_sum = rows.reduce(_exact_part, _combine_exact, temperatures)
     ctx = _hp_context()
     values = [ctx.divide(t, weight_sum) for t in totals]
-    extra = rows.n_classes + rows.n_samples + 40 + rows.extra_roundings
+    extra = rows.n_classes + rows.n_samples + 40 + rows.n_parts
     rel = decimal.Decimal(extra).scaleb(1 - _HP_DIGITS)
     return values, rel
 
@@ -793,7 +798,7 @@ def _exact_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
                     log_s = ctx.plus(wide.ln(wide.add(1, rest)))
                 loss = ctx.add(scale, log_s)
                 totals[k] = ctx.add(totals[k], ctx.multiply(weight, loss))
-    return totals, weight_sum
+    return [(totals, weight_sum)]
 
 
 def _decide(
@@ -835,19 +840,19 @@ def _decide(
     return chosen, loss, True
 
 
-def _error_bound(loss: float, n_samples: int, n_classes: int, extra: int = 0) -> float:
+def _error_bound(loss: float, n_samples: int, n_classes: int) -> float:
     """Generous bound on ``|computed L - exact L|`` for the float64 evaluator.
 
     Each row costs a handful of roundings relative to its loss plus about
     ``n_classes`` absolute ones in ``log(sum exp)`` (whose argument is >= 1);
     the weighted sum of the non-negative row losses adds at most one relative
-    rounding per row of a block (whatever order BLAS uses) and one per block,
-    and ``extra`` more (chunks, see :class:`_Rows`). A larger bound only
-    widens the set of candidates evaluated exactly, never the answer.
+    rounding per row of a block (whatever order BLAS uses) and one per block.
+    A larger bound only widens the set of candidates evaluated exactly, never
+    the answer.
     """
     rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
     n_blocks = 1 + n_samples // rows_per_block
-    terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks + extra
+    terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks
     return 8.0 * _EPS * terms * (abs(loss) + 1.0)
 
 
@@ -962,9 +967,7 @@ def _grid_search_float64(
     width = 1
     while True:
         best = min(losses.values())
-        margin = 2.0 * _error_bound(
-            best, rows.n_samples, rows.n_classes, rows.extra_roundings
-        )
+        margin = 2.0 * _error_bound(best, rows.n_samples, rows.n_classes)
         if not np.isfinite(best):
             margin = np.inf
         grow_left = left > 0 and losses[left] <= best + margin
@@ -997,7 +1000,7 @@ _EXACT_LOSS_ELEMENTS = 1 << 20
 
 def _error64_factor(rows: _Rows) -> float:
     """``c`` with ``|computed L - exact L| <= c * (|L| + 1)`` for ``_nll``."""
-    return _error_bound(0.0, rows.n_samples, rows.n_classes, rows.extra_roundings)
+    return _error_bound(0.0, rows.n_samples, rows.n_classes)
 
 
 def _window_pass32(
@@ -1031,9 +1034,10 @@ def _window_pass32(
     temperatures = np.asarray(temperatures, dtype=np.float64)
     exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        est, err, ref = rows.reduce(
-            _window_part, _add_tuples, temperatures, exact_t, spread
+        est, err, refs = rows.reduce(
+            _window_part, _combine_window, temperatures, exact_t, spread
         )
+        ref = _fold(_add, refs) if refs else np.zeros(exact_t.shape[0])
     # float64 roundings of the per-row terms and of the accumulation.
     err = err + _error64_factor(rows) * (np.abs(est) + 1.0)
     return est, err, ref
@@ -1042,7 +1046,7 @@ def _window_pass32(
 def _window_part(
     logits, y, sample_weight, total, temperatures, exact_t, spread, *, n_jobs=None
 ):
-    """:func:`_window_pass32`'s sums over some rows: ``(est, err, ref)``."""
+    """:func:`_window_pass32`'s per-block ``(est, err, [float64 parts])``."""
     order = np.argsort(-temperatures)  # ascending beta: the reference comes first
     n_samples, n_classes = logits.shape
     log2k = math.log2(max(n_classes, 2))
@@ -1109,18 +1113,15 @@ def _window_part(
                 err[k] = np.dot(scale, row_err) + 4e-38 * n_classes
         return est, err, ref
 
-    est = np.zeros(temperatures.shape[0])
-    err = np.zeros(temperatures.shape[0])
-    ref = np.zeros(exact_t.shape[0])
-    with np.errstate(over="ignore", invalid="ignore"):
-        for b_est, b_err, b_ref in _map_blocks(
-            block, n_samples, n_classes, n_jobs, _F32_BLOCKS
-        ):
-            est += b_est
-            err += b_err
-            for part in b_ref:
-                ref += part
-    return est, err, ref
+    return _map_blocks(block, n_samples, n_classes, n_jobs, _F32_BLOCKS)
+
+
+def _combine_window(a, b):
+    # The float64 reference values are summed float64 block after float64
+    # block (several per float32 block), as _nll sums them: the same bits.
+    refs = [*a[2], *b[2]]
+    ref = _fold(_add, refs) if refs else None
+    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref]
 
 
 def _row_moments(d, gap, axis, beta: float, bufs, second_moment: bool = True):

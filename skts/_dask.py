@@ -1,0 +1,316 @@
+"""Dask backend: the shared search, each pass one Dask reduction over row chunks.
+
+The search in :mod:`skts._temperature` reads its data only through
+``_Rows.reduce(partial, combine, *args)``. Here each row chunk of a Dask array
+runs that same ``partial`` (the in-memory numerics, block by block) as one
+task, and the driver combines the chunks' small results in chunk order:
+nothing gathers the logits, and the exact rule decides every near-tie, so
+``temperature_`` is the in-memory answer whatever the chunking. Whatever
+scheduler is active runs the tasks (``dask.compute``): the threaded default, a
+``dask.distributed`` client (local or remote); skts never starts one.
+
+Imported only when a Dask array is given: ``import skts`` does not import dask.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+from numpy.typing import NDArray
+
+from skts._temperature import (
+    _F32_BLOCKS,
+    _add,
+    _blocks,
+    _fold,
+    _Rows,
+    _weight_part,
+    log_softmax,
+    softmax,
+)
+
+__all__ = ["DaskRows", "is_dask_array", "log_softmax_lazy", "softmax_lazy"]
+
+
+def is_dask_array(x) -> bool:
+    """Whether ``x`` is a Dask array (without importing dask otherwise)."""
+    return isinstance(x, da.Array)
+
+
+def _as_logits(logits: da.Array, name: str = "logits") -> da.Array:
+    """2-D float32/float64 Dask array with every column in one chunk."""
+    if logits.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got "
+            f"{logits.ndim}-D input of shape {logits.shape!r}."
+        )
+    if logits.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must hold numbers; got dtype {logits.dtype}.")
+    if any(math.isnan(c) for c in logits.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first."
+        )
+    if logits.shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty: need at least 1 row, got shape {logits.shape}."
+        )
+    if logits.shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 columns (one per class); got shape "
+            f"{logits.shape}."
+        )
+    if logits.dtype not in (np.float32, np.float64):
+        logits = logits.astype(np.float64)
+    if len(logits.chunks[1]) > 1:
+        warnings.warn(
+            f"{name} is split into {len(logits.chunks[1])} column chunks; each "
+            f"pass needs whole rows, so it was rechunked to one column chunk "
+            f"(rechunk({{1: -1}}) beforehand to choose the row chunks yourself).",
+            UserWarning,
+            stacklevel=3,
+        )
+        logits = logits.rechunk({1: -1})
+    return logits
+
+
+def _along(x, chunks: tuple[int, ...], name: str, n_samples: int) -> da.Array:
+    """A 1-D array (NumPy or Dask) chunked like the logits' rows."""
+    if not is_dask_array(x):
+        x = np.asarray(x)
+        if x.ndim == 2 and x.shape[1] == 1:
+            x = x[:, 0]
+        if x.ndim != 1:
+            raise ValueError(f"{name} must be 1-D; got shape {x.shape!r}.")
+        if x.shape[0] != n_samples:
+            raise ValueError(
+                f"logits has {n_samples} rows but {name} has {x.shape[0]} values."
+            )
+        return da.from_array(x, chunks=(chunks,))
+    if x.ndim == 2 and x.shape[1] == 1:
+        x = x[:, 0]
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {x.shape!r}.")
+    if x.shape[0] != n_samples:
+        raise ValueError(
+            f"logits has {n_samples} rows but {name} has {x.shape[0]} values."
+        )
+    return x.rechunk((chunks,))
+
+
+def _pieces(row_chunks: tuple[int, ...], step: int) -> list[tuple[int, int]]:
+    """Row ranges covering every row, in order, each cut at multiples of
+    ``step`` (the float32 blocks of every pass) or at the last row: a
+    stretch of whole blocks inside one chunk is one piece, and a block that
+    straddles chunks is a piece of its own (its rows gathered from them).
+
+    Each piece's passes then see the very blocks of the in-memory pass, and
+    their results are folded in the same order: the same bits.
+    """
+    edges = np.cumsum(row_chunks)
+    n = int(edges[-1])
+    pieces: list[tuple[int, int]] = []
+    owner_prev = None
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        first = int(np.searchsorted(edges, start, side="right"))
+        last = int(np.searchsorted(edges, stop - 1, side="right"))
+        owner = first if first == last else None
+        if owner is not None and owner == owner_prev:
+            pieces[-1] = (pieces[-1][0], stop)
+        else:
+            pieces.append((start, stop))
+        owner_prev = owner
+    return pieces
+
+
+def _one_chunk(x: da.Array):
+    """The single delayed chunk of ``x`` (rechunked to one chunk if needed)."""
+    if x.numblocks[0] > 1:
+        x = x.rechunk({0: -1})
+    return x.to_delayed().ravel()[0]
+
+
+def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
+    """Validation facts of one piece (positions global), whether a row of
+    positive weight varies, and the largest weight."""
+    z = np.asarray(z)
+    y = np.asarray(y)
+    out: dict = {"error": None, "varies": False, "top": 0.0}
+
+    def fail(message: str) -> dict:
+        out["error"] = message
+        return out
+
+    bad = ~np.isfinite(z)
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        value = z[i, j].item()
+        return fail(f"logits must be finite; got {value!r} at row {offset + i}.")
+    if y.dtype.kind not in "iubf":
+        return fail(f"y must contain integer class indices; got dtype {y.dtype}.")
+    if y.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(y) | (y != np.round(y))
+        if fractional.any():
+            i = int(np.flatnonzero(fractional)[0])
+            return fail(
+                f"y must contain integer class indices; got {y[i].item()!r} at "
+                f"position {offset + i}."
+            )
+    outside = (y < 0) | (y >= n_classes)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        return fail(
+            f"y must contain class indices in [0, {n_classes}); got "
+            f"{y[i].item()!r} at position {offset + i}."
+        )
+    live = np.ones(z.shape[0], dtype=bool)
+    if w is not None:
+        w = np.asarray(w, dtype=np.float64)
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return fail(
+                f"sample_weight must be finite and non-negative; got "
+                f"{w[i].item()!r} at position {offset + i}."
+            )
+        out["top"] = float(w.max())
+        live = w > 0
+    out["varies"] = bool(np.any((z.max(axis=1) > z.min(axis=1)) & live))
+    return out
+
+
+def _scaled(w, exponent: int) -> NDArray:
+    # The in-memory normalisation (_normalised_weights), element by element.
+    return np.ldexp(np.asarray(w, dtype=np.float64), -exponent)
+
+
+def _weight_sums(w, exponent: int, n_classes: int) -> list[float]:
+    return _weight_part(_scaled(w, exponent), n_classes)
+
+
+def _run(partial, z, y, w, exponent, total, *args):
+    """One piece of one pass: the in-memory partial on the piece's arrays."""
+    y = np.asarray(y).astype(np.intp, copy=False)
+    if w is not None:
+        w = _scaled(w, exponent)
+    return partial(np.asarray(z), y, w, total, *args, n_jobs=1)
+
+
+class DaskRows(_Rows):
+    """Held-out rows in a Dask array: each pass is one Dask reduction.
+
+    The rows are cut into pieces aligned with the blocks of the in-memory
+    passes (:func:`_pieces`), so every float64 value, and hence every step
+    of either solver, is the in-memory one bit for bit. One first reduction
+    validates the inputs and learns the largest weight and whether every row
+    is flat; with weights, a second one (weights only) sums them.
+    """
+
+    def __init__(self, logits, y, sample_weight=None):
+        logits = _as_logits(logits)
+        row_chunks = logits.chunks[0]
+        n_samples, n_classes = logits.shape
+        y = _along(y, row_chunks, "y", n_samples)
+        if sample_weight is not None:
+            if np.ndim(sample_weight) == 0:
+                sample_weight = np.full(n_samples, float(sample_weight))
+            sample_weight = _along(
+                sample_weight, row_chunks, "sample_weight", n_samples
+            )
+        self.logits, self.y, self._weights = logits, y, sample_weight
+        self.n_samples, self.n_classes = n_samples, n_classes
+        self.n_jobs = 1
+        step = next(iter(_blocks(n_samples, n_classes, _F32_BLOCKS))).stop
+        pieces = _pieces(row_chunks, step)
+        self.n_parts = len(pieces)
+        self._parts = [
+            (
+                _one_chunk(logits[a:b]),
+                _one_chunk(y[a:b]),
+                None if sample_weight is None else _one_chunk(sample_weight[a:b]),
+            )
+            for a, b in pieces
+        ]
+        stats = dask.compute(
+            *[
+                dask.delayed(_chunk_stats, pure=True)(z, yy, w, a, n_classes)
+                for (z, yy, w), (a, _) in zip(self._parts, pieces, strict=True)
+            ]
+        )
+        for st in stats:
+            if st["error"] is not None:
+                raise ValueError(st["error"])
+        self._flat = not any(st["varies"] for st in stats)
+        self._exponent = 0
+        self.sample_weight = None
+        self.total = float(n_samples)
+        if sample_weight is not None:
+            top = max(st["top"] for st in stats)
+            if not top > 0:
+                raise ValueError(
+                    "sample_weight must have a positive sum; got all zeros."
+                )
+            self._exponent = math.frexp(top)[1]
+            sums = dask.compute(
+                *[
+                    dask.delayed(_weight_sums, pure=True)(w, self._exponent, n_classes)
+                    for _, _, w in self._parts
+                ]
+            )
+            self.total = float(_fold(_add, [s for part in sums for s in part]))
+            self.sample_weight = sample_weight  # normalised inside each task
+
+    def reduce(self, partial, combine, *args):
+        """``partial`` on every piece (one Dask computation); the per-block
+        results folded in block order on the driver."""
+        run = dask.delayed(_run, pure=True)
+        tasks = [
+            run(partial, z, y, w, self._exponent, self.total, *args)
+            for z, y, w in self._parts
+        ]
+        return _fold(combine, [r for part in dask.compute(*tasks) for r in part])
+
+    def flat(self) -> bool:
+        return self._flat
+
+    def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
+        parts = [self.logits[rows], self.y[rows]]
+        if self._weights is not None:
+            parts.append(self._weights[rows])
+        got = dask.compute(*parts)
+        w = None if self._weights is None else _scaled(got[2], self._exponent)
+        return np.ascontiguousarray(got[0]), np.asarray(got[1]).astype(np.intp), w
+
+
+def _checked(z: NDArray) -> NDArray:
+    z = np.asarray(z)
+    bad = ~np.isfinite(z)
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        raise ValueError(f"logits must be finite; got {z[i, j].item()!r}.")
+    return z
+
+
+def _softmax_chunk(z, temperature: float) -> NDArray:
+    return softmax(_checked(z), temperature)
+
+
+def _log_softmax_chunk(z, temperature: float) -> NDArray:
+    return log_softmax(_checked(z), temperature)
+
+
+def softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
+    """``softmax(logits / T)`` as a lazy Dask array (float64)."""
+    logits = _as_logits(logits)
+    return logits.map_blocks(_softmax_chunk, temperature, dtype=np.float64)
+
+
+def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
+    """``log softmax(logits / T)`` as a lazy Dask array (float64)."""
+    logits = _as_logits(logits)
+    return logits.map_blocks(_log_softmax_chunk, temperature, dtype=np.float64)
