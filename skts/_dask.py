@@ -33,7 +33,13 @@ from skts._temperature import (
     softmax,
 )
 
-__all__ = ["DaskRows", "is_dask_array", "log_softmax_lazy", "softmax_lazy"]
+__all__ = [
+    "DaskRows",
+    "is_dask_array",
+    "load_npy_shards",
+    "log_softmax_lazy",
+    "softmax_lazy",
+]
 
 
 def is_dask_array(x) -> bool:
@@ -314,3 +320,36 @@ def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
     """``log softmax(logits / T)`` as a lazy Dask array (float64)."""
     logits = _as_logits(logits)
     return logits.map_blocks(_log_softmax_chunk, temperature, dtype=np.float64)
+
+
+def _read_npy(path: str) -> NDArray:
+    # On the worker that needs it: memory-mapped, so a task slicing a few
+    # rows reads only those pages.
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def load_npy_shards(paths, *, what: str = "logits") -> da.Array:
+    """One lazy Dask array over ``.npy`` shards, concatenated along rows in
+    the given order; each shard is read (memory-mapped) by the task that needs
+    it, so nothing is gathered."""
+    arrays = []
+    first = None
+    for path in paths:
+        head = np.load(path, mmap_mode="r", allow_pickle=False)
+        if not isinstance(head, np.ndarray):
+            raise ValueError(f"{what} shard {str(path)!r} is not a .npy array.")
+        shape, dtype = head.shape, head.dtype
+        del head
+        if first is None:
+            first = (shape[1:], dtype)
+        if (shape[1:], dtype) != first:
+            raise ValueError(
+                f"{what} shard {str(path)!r} has shape {shape} and dtype {dtype}; "
+                f"the first shard has rows of shape {first[0]} and dtype {first[1]}."
+            )
+        arrays.append(
+            da.from_delayed(
+                dask.delayed(_read_npy, pure=True)(str(path)), shape, dtype=dtype
+            )
+        )
+    return da.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import math
 import os
@@ -30,7 +31,9 @@ from skts._scaler import (
     _check_class_indices,
     _check_logits,
     _check_temperatures,
+    _fit_rows,
     _fit_temperature,
+    _is_dask_array,
 )
 from skts._temperature import (
     MAX_GRID_POINTS,
@@ -43,6 +46,8 @@ from skts.metrics import (
     CalibrationReport,
     _calibration_report_from_logits,
     _report_from_logits,
+    _report_from_sums,
+    _report_sums_from_logits,
     calibration_report,
 )
 
@@ -126,7 +131,73 @@ def _check_magic(p: Path, suffix: str, what: str) -> None:
         )
 
 
-def _load_logits(path: str, key: str | None) -> NDArray:
+def _is_shards(path: str) -> bool:
+    """A folder, or a glob pattern: ``.npy`` shards read lazily with Dask."""
+    return os.path.isdir(path) or any(c in path for c in "*?[")
+
+
+def _shard_files(spec: str, what: str) -> list[Path]:
+    """The ``.npy`` files of a folder or glob, sorted by name (the order of
+    the rows, and how logits and labels shards are paired)."""
+    if os.path.isdir(spec):
+        files = sorted(Path(spec).glob("*.npy"))
+    else:
+        files = sorted(Path(p) for p in glob.glob(spec))
+    if not files:
+        raise CLIError(f"no .npy shards found for {what} {spec!r}")
+    for f in files:
+        if f.suffix.lower() != ".npy" or not f.is_file():
+            raise CLIError(
+                f"{what} shards {spec!r} include {str(f)!r}, which is not a .npy file"
+            )
+        _check_magic(f, ".npy", what)
+    return files
+
+
+def _dask_backend():
+    try:
+        from skts import _dask
+    except ImportError:
+        raise CLIError(
+            "shards and --scheduler need dask: pip install 'skts[dask]'"
+        ) from None
+    return _dask
+
+
+def _load_lazy(path: str, what: str):
+    """A lazy Dask array over the shards of ``path`` (or the one .npy file)."""
+    if _is_shards(path):
+        files = _shard_files(path, what)
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise CLIError(f"cannot read {what} file {path!r}: no such file")
+        if p.suffix.lower() != ".npy":
+            raise CLIError(
+                f"--scheduler reads .npy {what} (a file, a folder or a glob of "
+                f"shards); got {path!r}"
+            )
+        _check_magic(p, ".npy", what)
+        files = [p]
+    backend = _dask_backend()
+    try:
+        return backend.load_npy_shards(files, what=what)
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc).splitlines()[0].rstrip(".")) from None
+
+
+def _load_logits(path: str, key: str | None, lazy: bool = False):
+    if lazy or _is_shards(path):
+        arr = _load_lazy(path, "logits")
+        if arr.ndim != 2 or arr.dtype.kind not in "fiu":
+            raise CLIError(
+                f"logits shards {path!r} must hold 2-D numbers; got shape "
+                f"{arr.shape} and dtype {arr.dtype}"
+            )
+        try:
+            return _dask_backend()._as_logits(arr, name=f"logits {path!r}")
+        except ValueError as exc:
+            raise CLIError(str(exc).rstrip(".")) from None
     arr = _load_array(path, what="logits", key=key, ndmin=2)
     if arr.dtype.kind not in "fiu":
         raise CLIError(f"logits file {path!r} must hold numbers; got dtype {arr.dtype}")
@@ -138,7 +209,11 @@ def _load_logits(path: str, key: str | None) -> NDArray:
         raise CLIError(str(exc).rstrip(".")) from None
 
 
-def _load_labels(path: str, key: str | None, shape: tuple[int, int]) -> NDArray:
+def _load_labels(
+    path: str, key: str | None, shape: tuple[int, int], logits=None, logits_path=""
+):
+    if _is_shards(path) or _is_dask_array(logits):
+        return _load_lazy_labels(path, key, shape, logits, logits_path)
     arr = _load_array(path, what="labels", key=key)
     arr = np.asarray(arr)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -154,6 +229,92 @@ def _load_labels(path: str, key: str | None, shape: tuple[int, int]) -> NDArray:
         return _check_class_indices(arr, shape, name=f"labels file {path!r}")
     except ValueError as exc:
         raise CLIError(str(exc).rstrip(".")) from None
+
+
+def _check_pairs(labels_rows, logits_rows, path: str) -> None:
+    """Shards pair by sorted name: the i-th labels shard holds the labels of
+    the i-th logits shard, row for row."""
+    if len(labels_rows) != len(logits_rows):
+        raise CLIError(
+            f"labels {path!r} are {len(labels_rows)} shards but the logits are "
+            f"{len(logits_rows)}; shards pair by sorted name"
+        )
+    for i, (a, b) in enumerate(zip(labels_rows, logits_rows, strict=True)):
+        if a != b:
+            raise CLIError(
+                f"labels shard {i} of {path!r} has {a} labels but logits shard "
+                f"{i} has {b} rows"
+            )
+
+
+def _load_lazy_labels(path: str, key: str | None, shape, logits, logits_path):
+    """Labels beside lazy logits: shards (paired with the logits' shards by
+    sorted name) or one file; checked with the logits by the Dask pass."""
+    if not _is_shards(path):
+        arr = np.asarray(_load_array(path, what="labels", key=key))
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr[:, 0]
+        if arr.ndim != 1:
+            raise CLIError(f"labels file {path!r} must be 1-D; got shape {arr.shape}")
+    else:
+        arr = _load_lazy(path, "labels")
+        if arr.ndim != 1:
+            raise CLIError(f"labels shards {path!r} must be 1-D; got shape {arr.shape}")
+        if not _is_dask_array(logits):  # in-memory logits: bring the labels here
+            arr = np.asarray(arr)
+        elif _is_shards(logits_path):
+            _check_pairs(arr.chunks[0], logits.chunks[0], path)
+    if arr.shape[0] != shape[0]:
+        raise CLIError(
+            f"the logits have {shape[0]} rows but labels {path!r} have "
+            f"{arr.shape[0]} labels"
+        )
+    if not _is_dask_array(arr):
+        try:
+            return _check_class_indices(arr, shape, name=f"labels file {path!r}")
+        except ValueError as exc:
+            raise CLIError(str(exc).rstrip(".")) from None
+    return arr
+
+
+@contextlib.contextmanager
+def _scheduler(address: str | None) -> Iterator[None]:
+    """Use the running ``dask.distributed`` scheduler at ``address`` (skts
+    never starts one); without it, shards are streamed on this machine."""
+    if address is None:
+        yield
+        return
+    _dask_backend()
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CLIError(
+            "--scheduler needs dask.distributed: pip install 'skts[dask]'"
+        ) from None
+    try:
+        client = Client(address, timeout="10s")
+    except Exception as exc:  # OSError, TimeoutError, ValueError, ...
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(
+            f"cannot connect to the Dask scheduler at {address!r}: {reason}"
+        ) from None
+    try:
+        yield
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def _dask_errors(what: str) -> Iterator[None]:
+    """Failures inside Dask tasks (a shard gone, a worker lost for good) as
+    one line; validation errors pass through as they are."""
+    try:
+        yield
+    except (CLIError, ValueError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(f"{what} failed: {reason}") from None
 
 
 def parse_temperatures(spec: str | None) -> NDArray[np.float64]:
@@ -326,11 +487,18 @@ def _atomic_outputs(paths: Sequence[str], force: bool = False) -> Iterator[list[
 
 
 def _write_rows(
-    tmp: str, out: str, n_rows: int, n_cols: int | None, dtype, rows_of: Callable
+    tmp: str,
+    out: str,
+    n_rows: int,
+    n_cols: int | None,
+    dtype,
+    rows_of: Callable,
+    step: int | None = None,
 ):
-    """Write ``rows_of(slice)`` block by block as .npy or .csv."""
+    """Write ``rows_of(slice)`` block by block (``step`` rows) as .npy or .csv."""
     suffix = Path(out).suffix.lower()
-    step = max(1, (1 << 16) // max(n_cols or 1, 1))
+    if step is None:
+        step = max(1, (1 << 16) // max(n_cols or 1, 1))
     if suffix == ".npy":
         shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
@@ -373,6 +541,8 @@ def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict
     temps = {"before": 1.0}
     if temperature is not None:
         temps["after"] = temperature
+    if _is_dask_array(logits):
+        return _report_pair_lazy(logits, y, temps, n_bootstrap)
     out = {}
     for name, t in temps.items():
         if n_bootstrap == 0:
@@ -387,15 +557,64 @@ def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict
     return out
 
 
+def _check_lazy_options(args: argparse.Namespace) -> None:
+    """Options that need the rows in memory, refused before any work."""
+    lazy = args.scheduler is not None or _is_shards(args.logits)
+    if not lazy:
+        return
+    if getattr(args, "bootstrap", 0):
+        raise CLIError(
+            "--bootstrap resamples rows in memory; it is not available with "
+            "shards or --scheduler"
+        )
+    if getattr(args, "plot", None):
+        raise CLIError("--plot needs the rows in memory; not available with shards")
+
+
+def _report_pair_lazy(logits, y, temps: dict, n_bootstrap: int) -> dict:
+    """:func:`_report_pair` on a Dask array: one reduction over the chunks,
+    both temperatures at once (the inputs were checked by the fit's pass)."""
+    if n_bootstrap:
+        raise CLIError(
+            "--bootstrap resamples rows in memory; it is not available with "
+            "shards or --scheduler"
+        )
+    import dask
+
+    backend = _dask_backend()
+    n, k = logits.shape
+    y = backend._along(y, logits.chunks[0], "labels", n)
+    pairs = list(zip(logits.to_delayed().ravel(), y.to_delayed().ravel(), strict=True))
+    part = dask.delayed(_report_sums_from_logits, pure=True)
+    tasks = {name: [part(z, yy, t) for z, yy in pairs] for name, t in temps.items()}
+    computed = dask.compute(tasks)[0]
+    return {
+        name: CalibrationReport(n, _report_from_sums(sum(parts), k, 15)).to_dict()
+        for name, parts in computed.items()
+    }
+
+
 def _fit(args: argparse.Namespace) -> int:
     _check_outputs([args.out], [args.logits, args.labels], args.force)
     _check_out_suffix(args.out, (".json",))
     temperatures = parse_temperatures(args.temperatures)
-    logits = _load_logits(args.logits, args.key)
-    y = _load_labels(args.labels, args.labels_key, logits.shape)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", BoundaryTemperatureWarning)
-        result = _fit_temperature(logits, y, temperatures, None, args.solver, args.tol)
+    _check_lazy_options(args)
+    with _scheduler(args.scheduler), _dask_errors("reading the shards"):
+        lazy = args.scheduler is not None
+        logits = _load_logits(args.logits, args.key, lazy=lazy)
+        y = _load_labels(
+            args.labels, args.labels_key, logits.shape, logits, args.logits
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", BoundaryTemperatureWarning)
+            if _is_dask_array(logits):
+                rows = _dask_backend().DaskRows(logits, y)
+                result = _fit_rows(rows, temperatures, args.solver, args.tol)
+            else:
+                result = _fit_temperature(
+                    logits, y, temperatures, None, args.solver, args.tol
+                )
+        metrics = _report_pair(logits, y, result.temperature, args.bootstrap)
     for w in caught:
         print(f"skts fit: warning: {w.message}", file=sys.stderr)
     grid = np.unique(temperatures)
@@ -415,7 +634,7 @@ def _fit(args: argparse.Namespace) -> int:
             # The candidates used, sorted and unique (floats round-trip JSON).
             "values": grid.tolist(),
         },
-        "metrics": _report_pair(logits, y, result.temperature, args.bootstrap),
+        "metrics": metrics,
     }
     with _atomic_outputs([args.out], args.force) as (tmp,):
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -436,7 +655,12 @@ def _apply(args: argparse.Namespace) -> int:
     for o in outputs:
         _check_out_suffix(o, (".npy", ".csv", ".txt"))
     calib = _load_calibration(args.calibration)
-    logits = _load_logits(args.logits, args.key)
+    with _scheduler(args.scheduler), _dask_errors("reading the shards"):
+        logits = _load_logits(args.logits, args.key, lazy=args.scheduler is not None)
+        return _apply_to(args, calib, logits, outputs)
+
+
+def _apply_to(args, calib, logits, outputs) -> int:
     if logits.shape[1] != calib["n_classes"]:
         raise CLIError(
             f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
@@ -445,6 +669,21 @@ def _apply(args: argparse.Namespace) -> int:
     t = calib["temperature"]
     n, k = logits.shape
     paths = [o for o in outputs if o is not None]
+    step = None
+    read = logits.__getitem__
+    if _is_dask_array(logits):
+        # Rows come from the shards in pieces of about 4M values, each
+        # checked as the in-memory reader checks a whole file.
+        step = max(1, (1 << 22) // k)
+
+        def read(rows):
+            try:
+                return _check_logits(
+                    np.asarray(logits[rows]), name=f"logits {args.logits!r}"
+                )
+            except ValueError as exc:
+                raise CLIError(str(exc).rstrip(".")) from None
+
     with _atomic_outputs(paths, args.force) as temps:
         tmp_of = dict(zip(paths, temps, strict=True))
         if args.out is not None:
@@ -455,7 +694,8 @@ def _apply(args: argparse.Namespace) -> int:
                 n,
                 k,
                 np.float64,
-                lambda rows: fn(logits[rows], t),
+                lambda rows: fn(read(rows), t),
+                step,
             )
         if args.labels_out is not None:
             _write_rows(
@@ -464,7 +704,8 @@ def _apply(args: argparse.Namespace) -> int:
                 n,
                 None,
                 np.int64,
-                lambda rows: np.argmax(logits[rows], axis=1),
+                lambda rows: np.argmax(read(rows), axis=1),
+                step,
             )
     print(f"applied T = {t:.6g} to {n} rows -> {', '.join(paths)}")
     return 0
@@ -501,15 +742,21 @@ def _report(args: argparse.Namespace) -> int:
     _check_outputs([args.plot], inputs, args.force)
     _check_out_suffix(args.plot, (".png", ".pdf", ".svg"))
     calib = _load_calibration(args.calibration) if args.calibration else None
-    logits = _load_logits(args.logits, args.key)
-    y = _load_labels(args.labels, args.labels_key, logits.shape)
-    if calib is not None and logits.shape[1] != calib["n_classes"]:
-        raise CLIError(
-            f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
-            f"calibration was fitted on {calib['n_classes']} classes"
+    _check_lazy_options(args)
+    with _scheduler(args.scheduler), _dask_errors("reading the shards"):
+        logits = _load_logits(args.logits, args.key, lazy=args.scheduler is not None)
+        y = _load_labels(
+            args.labels, args.labels_key, logits.shape, logits, args.logits
         )
-    t = None if calib is None else calib["temperature"]
-    metrics = _report_pair(logits, y, t, args.bootstrap)
+        if calib is not None and logits.shape[1] != calib["n_classes"]:
+            raise CLIError(
+                f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
+                f"calibration was fitted on {calib['n_classes']} classes"
+            )
+        if _is_dask_array(logits):
+            _dask_backend().DaskRows(logits, y)  # checks the rows: one pass
+        t = None if calib is None else calib["temperature"]
+        metrics = _report_pair(logits, y, t, args.bootstrap)
     if args.plot:
         _plot_reliability(args.plot, logits, y, t, args.force)
     if args.json:
@@ -675,13 +922,26 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def inputs(p, labels: bool):
-        p.add_argument("--logits", required=True, help=".npy, .npz, .csv or .txt")
+        p.add_argument(
+            "--logits",
+            required=True,
+            help=".npy, .npz, .csv or .txt; or a folder or glob of .npy shards "
+            "(read lazily with Dask, in sorted order)",
+        )
         p.add_argument("--key", help="array name inside an .npz logits file")
         if labels:
             p.add_argument(
-                "--labels", required=True, help="integer class indices 0..K-1"
+                "--labels",
+                required=True,
+                help="integer class indices 0..K-1 (a file, or shards paired "
+                "with the logits' shards by sorted name)",
             )
             p.add_argument("--labels-key", help="array name inside an .npz labels file")
+        p.add_argument(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="run on this running dask.distributed scheduler (.npy inputs)",
+        )
         p.add_argument("--force", action="store_true", help="overwrite outputs")
 
     p = sub.add_parser("demo", help="run the whole story on a real model")

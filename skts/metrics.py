@@ -589,6 +589,13 @@ def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
     bootstrap, up to the order of summation, but for the log-loss, which is
     exact here (from the log-softmax, never clipped).
     """
+    sums = _report_sums_from_logits(logits, y_idx, temperature, n_bins)
+    return _report_from_sums(sums, logits.shape[1], n_bins)
+
+
+def _report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
+    """The additive sums behind :func:`_report_from_logits` (a chunk's part of
+    a streamed or distributed report)."""
     from skts._temperature import _blocks, log_softmax
 
     n_samples, n_classes = logits.shape
@@ -599,7 +606,7 @@ def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
         sums = sums + _report_sums(
             stats, np.ones(log_proba.shape[0]), n_classes, n_bins
         )
-    return _report_from_sums(sums, n_classes, n_bins)
+    return sums
 
 
 @validate_params(

@@ -884,3 +884,229 @@ def test_report_when_the_labels_lack_a_class(tmp_path, capsys, bootstrap):
     got = report_values(capsys, tmp_path, logits, y, bootstrap)["ece"]
     expected = expected_calibration_error(y, softmax(logits, 1.0), labels=[0, 1, 2])
     assert got == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------
+# Shards (a folder or glob of .npy files, read lazily with Dask) and a running
+# dask.distributed scheduler.
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    pytest.importorskip("dask.array", reason="dask is not installed (skts[dask])")
+    folder = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(3)
+    n, k = 30_000, 10
+    logits = (rng.normal(size=(n, k)) * 3).astype(np.float32)
+    y = rng.integers(0, k, n)
+    logits[np.arange(n), y] += 2.5
+    (folder / "z").mkdir()
+    (folder / "y").mkdir()
+    for i, (a, b) in enumerate([(0, 7_000), (7_000, 19_000), (19_000, n)]):
+        np.save(folder / "z" / f"part{i}.npy", logits[a:b])
+        np.save(folder / "y" / f"part{i}.npy", y[a:b])
+    np.save(folder / "all.npy", logits)
+    np.save(folder / "all_y.npy", y)
+    return folder, logits, y
+
+
+def _json(path):
+    return json.loads(Path(path).read_text())
+
+
+def test_shards_fit_report_apply_equal_the_single_file(shards, tmp_path):
+    folder, logits, y = shards
+    one, lazy = tmp_path / "one.json", tmp_path / "lazy.json"
+    r = run(
+        "fit",
+        "--logits",
+        folder / "all.npy",
+        "--labels",
+        folder / "all_y.npy",
+        "--out",
+        one,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    # A folder for the logits, a glob for the labels, paired by sorted name.
+    r = run(
+        "fit",
+        "--logits",
+        folder / "z",
+        "--labels",
+        f"{folder}/y/part*.npy",
+        "--out",
+        lazy,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    a, b = _json(one), _json(lazy)
+    assert (
+        b["temperature"]
+        == a["temperature"]
+        == TemperatureScaler().fit(logits, y).temperature_
+    )
+    assert b["validation_loss"] == a["validation_loss"]
+    assert b["n_samples"] == 30_000
+    for when in ("before", "after"):
+        for name, value in a["metrics"][when]["values"].items():
+            assert b["metrics"][when]["values"][name] == pytest.approx(value, 1e-12)
+    r = run(
+        "apply",
+        "--logits",
+        folder / "z",
+        "--calibration",
+        lazy,
+        "--out",
+        tmp_path / "p.npy",
+        "--labels-out",
+        tmp_path / "l.npy",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    expected = TemperatureScaler().fit(logits, y)
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "p.npy"), expected.predict_proba(logits)
+    )
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), logits.argmax(1))
+    r = run(
+        "report",
+        "--logits",
+        folder / "z",
+        "--labels",
+        folder / "y",
+        "--calibration",
+        lazy,
+        "--json",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"] == b["metrics"]
+
+
+def test_shard_errors_are_one_line_and_write_nothing(shards, tmp_path):
+    folder, logits, y = shards
+    out = tmp_path / "c.json"
+    r = run(
+        "fit",
+        "--logits",
+        tmp_path / "none*.npy",
+        "--labels",
+        folder / "y",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "no .npy shards found for logits")
+    r = run(
+        "fit",
+        "--logits",
+        folder / "z",
+        "--labels",
+        folder / "y",
+        "--bootstrap",
+        "3",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "--bootstrap", "not available with shards")
+    # Labels shards cut differently from the logits shards.
+    bad = tmp_path / "ybad"
+    bad.mkdir()
+    np.save(bad / "a.npy", y[:10_000])
+    np.save(bad / "b.npy", y[10_000:])
+    r = run(
+        "fit", "--logits", folder / "z", "--labels", bad, "--out", out, cwd=tmp_path
+    )
+    assert_one_line_error(r, "are 2 shards but the logits are 3")
+    np.save(bad / "b.npy", y[10_000:20_000])
+    np.save(bad / "c.npy", y[20_000:])
+    r = run(
+        "fit", "--logits", folder / "z", "--labels", bad, "--out", out, cwd=tmp_path
+    )
+    assert_one_line_error(r, "labels shard 0", "10000 labels", "7000 rows")
+    # A label out of range, reported at its row in the whole data set.
+    y_bad = tmp_path / "ybad2"
+    y_bad.mkdir()
+    for i, (a, b) in enumerate([(0, 7_000), (7_000, 19_000), (19_000, 30_000)]):
+        part = y[a:b].copy()
+        if i == 1:
+            part[5] = 12
+        np.save(y_bad / f"part{i}.npy", part)
+    r = run(
+        "fit", "--logits", folder / "z", "--labels", y_bad, "--out", out, cwd=tmp_path
+    )
+    assert_one_line_error(r, "got 12 at position 7005")
+    # Shards of different widths.
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    np.save(mixed / "a.npy", logits[:10, :5])
+    np.save(mixed / "b.npy", logits[10:20])
+    r = run(
+        "fit",
+        "--logits",
+        mixed,
+        "--labels",
+        folder / "all_y.npy",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "logits shard", "b.npy", "first shard")
+    r = run(
+        "fit",
+        "--logits",
+        folder / "z",
+        "--labels",
+        folder / "y",
+        "--out",
+        out,
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "cannot connect to the Dask scheduler")
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".skts-")]
+
+
+def test_scheduler_runs_the_fit_on_a_running_cluster(shards, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    folder, logits, y = shards
+    out = tmp_path / "c.json"
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        before = client.run(
+            lambda dask_worker: len(dask_worker.data) + len(dask_worker.state.log),
+        )
+        r = run(
+            "fit",
+            "--logits",
+            folder / "z",
+            "--labels",
+            folder / "y",
+            "--solver",
+            "continuous",
+            "--out",
+            out,
+            "--scheduler",
+            cluster.scheduler_address,
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        # The workers did the work: their task logs grew.
+        after = client.run(
+            lambda dask_worker: len(dask_worker.data) + len(dask_worker.state.log),
+        )
+        assert sum(after.values()) > sum(before.values())
+    expected = TemperatureScaler(solver="continuous").fit(logits, y)
+    assert _json(out)["temperature"] == expected.temperature_

@@ -1,0 +1,308 @@
+"""The Dask backend: the same search, each pass one Dask reduction.
+
+Clusters are started by the tests themselves, on loopback only.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="dask is not installed (skts[dask])")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+from dask.callbacks import Callback  # noqa: E402
+
+from skts import BoundaryTemperatureWarning, TemperatureScaler  # noqa: E402
+from skts._temperature import grid_search, nll_many, solve_continuous  # noqa: E402
+
+from _reference import exact_choices  # noqa: E402
+
+
+def _problem(n=40_000, k=10, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    z = (rng.normal(size=(n, k)) * 3).astype(dtype)
+    y = rng.integers(0, k, n)
+    z[np.arange(n), y] += 2.5  # an overconfident model: T > 1
+    return z, y
+
+
+def _weights(n, seed=1):
+    rng = np.random.default_rng(seed)
+    w = rng.random(n)
+    w[::7] = 0.0  # zero weights count for nothing
+    return w
+
+
+def _fit(z, y, w=None, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+        return TemperatureScaler(**params).fit(z, y, w)
+
+
+class _Computes(Callback):
+    """Counts the Dask computations (one per pass) on the local schedulers."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def _start(self, dsk):
+        self.count += 1
+
+
+# --------------------------------------------------------------------------
+# Threaded scheduler (the default): identical to the in-memory fit.
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("chunks", [1_000, 7_919, 26_212, 100_000])
+def test_same_temperature_and_loss_as_in_memory_bit_for_bit(solver, weighted, chunks):
+    # Chunks smaller than, unaligned with, equal to and larger than the
+    # blocks of a pass (26,212 rows of 10 classes): the same bits.
+    z, y = _problem()
+    w = _weights(len(y)) if weighted else None
+    ref = _fit(z, y, w, solver=solver)
+    wd = None if w is None else da.from_array(w, chunks=chunks)
+    got = _fit(
+        da.from_array(z, chunks=(chunks, 10)),
+        da.from_array(y, chunks),
+        wd,
+        solver=solver,
+    )
+    assert got.temperature_ == ref.temperature_
+    assert got.validation_loss_ == ref.validation_loss_
+    assert got.at_boundary_ == ref.at_boundary_
+
+
+def test_grid_matches_brute_force_in_real_arithmetic():
+    z, y = _problem(n=600, k=5, seed=3, dtype=np.float64)
+    w = _weights(600, seed=4)
+    grid = np.geomspace(0.25, 8.0, 41)
+    got = _fit(da.from_array(z, chunks=(97, 5)), y, w, temperatures=grid)
+    assert got.temperature_ in exact_choices(z, y, grid, w)
+
+
+def test_continuous_is_within_tolerance_of_the_stationary_point():
+    z, y = _problem(n=3_000, k=6, seed=5, dtype=np.float64)
+    got = _fit(da.from_array(z, chunks=(701, 6)), y, solver="continuous")
+    # Independent check: the float64 loss is no lower a hair away on either side.
+    t = got.temperature_
+    losses = nll_many(z, y, [t * (1 - 1e-6), t, t * (1 + 1e-6)])
+    assert losses[1] <= losses[0] and losses[1] <= losses[2]
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+def test_each_pass_is_one_dask_computation(solver):
+    z, y = _problem(n=30_000)
+    if solver == "grid":
+        result = grid_search(z, y, np.geomspace(0.01, 100, 1001))
+    else:
+        result = solve_continuous(z, y, 0.01, 100.0)
+    with _Computes() as computes:
+        _fit(da.from_array(z, chunks=(4_000, 10)), y, solver=solver)
+    # One computation validates the input; the warm start reads a
+    # subsample; then exactly the in-memory passes.
+    assert computes.count == 2 + result.n_passes
+
+
+def test_predictions_are_lazy_dask_arrays_equal_to_numpy():
+    z, y = _problem(n=5_000)
+    zd = da.from_array(z, chunks=(1_234, 10))
+    scaler = _fit(zd, y)
+    proba = scaler.predict_proba(zd)
+    assert isinstance(proba, da.Array)
+    np.testing.assert_array_equal(proba.compute(), scaler.predict_proba(z))
+    log_proba = scaler.predict_log_proba(zd)
+    assert isinstance(log_proba, da.Array)
+    np.testing.assert_array_equal(log_proba.compute(), scaler.predict_log_proba(z))
+    np.testing.assert_array_equal(scaler.predict(zd).compute(), scaler.predict(z))
+    np.testing.assert_array_equal(scaler.transform(zd).compute(), scaler.transform(z))
+
+
+def test_column_chunks_are_rechunked_with_a_warning():
+    z, y = _problem(n=2_000)
+    ref = _fit(z, y)
+    with pytest.warns(UserWarning, match=r"split into 2 column chunks.*rechunk"):
+        got = TemperatureScaler().fit(da.from_array(z, chunks=(500, 5)), y)
+    assert got.temperature_ == ref.temperature_
+
+
+def test_flat_rows_give_the_smallest_candidate():
+    z = np.zeros((1_000, 3))
+    y = np.arange(1_000) % 3
+    with pytest.warns(BoundaryTemperatureWarning, match="same for every"):
+        got = TemperatureScaler(temperatures=[3.0, 0.5, 2.0]).fit(
+            da.from_array(z, chunks=(300, 3)), y
+        )
+    assert got.temperature_ == 0.5
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (
+            lambda z, y, w: z.__setitem__((1234, 3), np.nan),
+            r"finite; got nan at row 1234",
+        ),
+        (
+            lambda z, y, w: y.__setitem__(777, 10),
+            r"in \[0, 10\); got 10 at position 777",
+        ),
+        (lambda z, y, w: w.__setitem__(901, -1.0), r"got -1.0 at position 901"),
+        (lambda z, y, w: w.__setitem__(slice(None), 0.0), r"positive sum"),
+    ],
+)
+def test_bad_input_names_the_global_position(mutate, match):
+    z, y = _problem(n=2_000)
+    z = z.astype(np.float64)
+    w = np.ones(2_000)
+    mutate(z, y, w)
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaler().fit(
+            da.from_array(z, chunks=(300, 10)),
+            da.from_array(y, chunks=300),
+            da.from_array(w, chunks=300),
+        )
+
+
+def test_shape_errors_are_one_line():
+    z, y = _problem(n=100)
+    zd = da.from_array(z, chunks=(30, 10))
+    with pytest.raises(ValueError, match="100 rows but y has 99"):
+        TemperatureScaler().fit(zd, y[:99])
+    with pytest.raises(ValueError, match="2-D"):
+        TemperatureScaler().fit(zd[:, 0], y)
+    unknown = zd[da.from_array(y, chunks=30) >= 0]
+    with pytest.raises(ValueError, match=r"unknown chunk sizes.*compute_chunk_sizes"):
+        TemperatureScaler().fit(unknown, y)
+    scaler = _fit(z, y)
+    with pytest.raises(ValueError, match="9 columns"):
+        scaler.predict_proba(zd[:, :9])
+
+
+def test_importing_skts_does_not_import_dask():
+    code = "import sys, skts; print('dask' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# --------------------------------------------------------------------------
+# A LocalCluster of two worker processes, data in shards on disk.
+
+
+def _write_shards(folder, z, y, sizes):
+    paths = []
+    start = 0
+    for i, size in enumerate(sizes):
+        zp, yp = folder / f"logits_{i:03d}.npy", folder / f"labels_{i:03d}.npy"
+        np.save(zp, z[start : start + size])
+        np.save(yp, y[start : start + size])
+        paths.append((zp, yp, size))
+        start += size
+    return paths
+
+
+def _load(path, delay=0.0):
+    # Runs on the workers: the shards are read there, never gathered.
+    if delay:
+        time.sleep(delay)
+    return np.load(path, mmap_mode="r")
+
+
+def _lazy(paths, k, dtype, delay=0.0):
+    load = dask.delayed(_load, pure=True)
+    z = da.concatenate(
+        [da.from_delayed(load(str(zp), delay), (n, k), dtype) for zp, _, n in paths]
+    )
+    y = da.concatenate(
+        [da.from_delayed(load(str(yp)), (n,), np.int64) for _, yp, n in paths]
+    )
+    return z, y
+
+
+@pytest.fixture(scope="module")
+def by_value():
+    import cloudpickle
+
+    # The test's own loader must reach the worker processes by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _cluster():
+    # Two worker processes on loopback, no dashboard.
+    return distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=":0",
+    )
+
+
+@pytest.fixture(scope="module")
+def client(by_value):
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+def test_local_cluster_on_shards_gives_the_in_memory_answer(client, tmp_path, solver):
+    z, y = _problem(n=60_000, seed=7)
+    w = _weights(60_000, seed=8)
+    paths = _write_shards(tmp_path, z, y, [9_000, 13_000, 20_000, 5_000, 13_000])
+    zd, yd = _lazy(paths, 10, np.float32)
+    ref = _fit(z, y, w, solver=solver)
+    got = _fit(zd, yd, da.from_array(w, chunks=20_000), solver=solver)
+    assert got.temperature_ == ref.temperature_
+    assert got.validation_loss_ == ref.validation_loss_
+    # The tasks ran on the workers, not here.
+    assert client.run(lambda: 1)  # both workers alive
+    proba = got.predict_proba(zd)
+    np.testing.assert_array_equal(proba[:1000].compute(), ref.predict_proba(z[:1000]))
+
+
+def test_local_cluster_grid_matches_brute_force(client, tmp_path):
+    z, y = _problem(n=900, k=4, seed=9, dtype=np.float64)
+    grid = np.geomspace(0.3, 9.0, 31)
+    paths = _write_shards(tmp_path, z, y, [300, 250, 350])
+    zd, yd = _lazy(paths, 4, np.float64)
+    got = _fit(zd, yd, temperatures=grid)
+    assert got.temperature_ in exact_choices(z, y, grid)
+
+
+def test_a_worker_killed_during_the_fit_changes_nothing(by_value, tmp_path):
+    z, y = _problem(n=48_000, seed=11)
+    paths = _write_shards(tmp_path, z, y, [6_000] * 8)
+    ref = _fit(z, y)
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        # Each shard takes 0.25 s to read: every pass lasts about a second.
+        zd, yd = _lazy(paths, 10, np.float32, delay=0.25)
+        pids = c.run(os.getpid)
+        result = {}
+
+        def fit():
+            result["scaler"] = _fit(zd, yd)
+
+        worker = threading.Thread(target=fit)
+        worker.start()
+        time.sleep(1.5)  # inside the fit: validation, then the passes
+        assert worker.is_alive()
+        victim = sorted(pids.values())[0]
+        os.kill(victim, signal.SIGKILL)
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+        # The nanny restarted the killed worker; Dask re-ran its tasks.
+        assert victim not in c.run(os.getpid).values()
+    assert result["scaler"].temperature_ == ref.temperature_
+    assert result["scaler"].validation_loss_ == ref.validation_loss_
