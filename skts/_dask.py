@@ -107,11 +107,19 @@ def _along(x, chunks: tuple[int, ...], name: str, n_samples: int) -> da.Array:
     return x.rechunk((chunks,))
 
 
-def _pieces(row_chunks: tuple[int, ...], step: int) -> list[tuple[int, int]]:
+# A piece holds at most this many logits (32 MiB of float32): tasks stay
+# small whatever the chunks, so a worker's memory does not grow with them.
+_PIECE_ELEMENTS = 1 << 23
+
+
+def _pieces(
+    row_chunks: tuple[int, ...], step: int, max_rows: int
+) -> list[tuple[int, int]]:
     """Row ranges covering every row, in order, each cut at multiples of
     ``step`` (the float32 blocks of every pass) or at the last row: a
-    stretch of whole blocks inside one chunk is one piece, and a block that
-    straddles chunks is a piece of its own (its rows gathered from them).
+    stretch of whole blocks inside one chunk is one piece (of at most
+    ``max_rows`` rows), and a block that straddles chunks is a piece of its
+    own (its rows gathered from them).
 
     Each piece's passes then see the very blocks of the in-memory pass, and
     their results are folded in the same order: the same bits.
@@ -125,7 +133,11 @@ def _pieces(row_chunks: tuple[int, ...], step: int) -> list[tuple[int, int]]:
         first = int(np.searchsorted(edges, start, side="right"))
         last = int(np.searchsorted(edges, stop - 1, side="right"))
         owner = first if first == last else None
-        if owner is not None and owner == owner_prev:
+        if (
+            owner is not None
+            and owner == owner_prev
+            and stop - pieces[-1][0] <= max_rows
+        ):
             pieces[-1] = (pieces[-1][0], stop)
         else:
             pieces.append((start, stop))
@@ -232,7 +244,8 @@ class DaskRows(_Rows):
         self.n_samples, self.n_classes = n_samples, n_classes
         self.n_jobs = 1
         step = next(iter(_blocks(n_samples, n_classes, _F32_BLOCKS))).stop
-        pieces = _pieces(row_chunks, step)
+        max_rows = max(step, _PIECE_ELEMENTS // n_classes // step * step)
+        pieces = _pieces(row_chunks, step, max_rows)
         self.n_parts = len(pieces)
         self._parts = [
             (
@@ -322,34 +335,76 @@ def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
     return logits.map_blocks(_log_softmax_chunk, temperature, dtype=np.float64)
 
 
-def _read_npy(path: str) -> NDArray:
-    # On the worker that needs it: memory-mapped, so a task slicing a few
-    # rows reads only those pages.
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+class _NpyShards:
+    """``.npy`` shards, concatenated along rows, as a lazy array for
+    ``dask.array.from_array``: small to send to a worker, and a task reads
+    only the rows it asks for (memory-mapped, then copied, so no mapping
+    outlives the task). One object over all the shards, not a concatenation
+    of arrays, so that Dask hands each task's row range to ``__getitem__``.
+    """
+
+    def __init__(self, paths, what: str):
+        self.paths = [str(p) for p in paths]
+        sizes = []
+        first = None
+        for path in self.paths:
+            head = np.load(path, mmap_mode="r", allow_pickle=False)
+            if not isinstance(head, np.ndarray) or head.ndim == 0:
+                raise ValueError(f"{what} shard {path!r} is not a .npy array.")
+            shape, dtype = head.shape, head.dtype
+            del head
+            if first is None:
+                first = (shape[1:], dtype)
+            if (shape[1:], dtype) != first:
+                raise ValueError(
+                    f"{what} shard {path!r} has shape {shape} and dtype {dtype}; "
+                    f"the first shard has rows of shape {first[0]} and dtype "
+                    f"{first[1]}."
+                )
+            sizes.append(shape[0])
+        self.sizes = tuple(sizes)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.shape = (int(self.starts[-1]), *first[0])
+        self.dtype = first[1]
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        rows, rest = key[0], key[1:]
+        if isinstance(rows, slice) and rows.step in (None, 1):
+            start, stop, _ = rows.indices(self.shape[0])
+            index = None
+        else:  # strided or fancy rows (the warm start's subsample)
+            index = np.arange(self.shape[0])[rows].reshape(-1)
+            start, stop = (
+                (int(index.min()), int(index.max()) + 1) if index.size else (0, 0)
+            )
+        parts = []
+        for i, path in enumerate(self.paths):
+            lo, hi = max(start, self.starts[i]), min(stop, self.starts[i + 1])
+            if lo >= hi:
+                continue
+            data = np.load(path, mmap_mode="r", allow_pickle=False)
+            if index is None:
+                local = slice(int(lo - self.starts[i]), int(hi - self.starts[i]))
+            else:
+                mine = index[(index >= lo) & (index < hi)]
+                local = mine - self.starts[i]
+            parts.append(np.array(data[(local, *rest)]))
+            del data
+        if not parts:
+            empty = np.empty((0, *self.shape[1:]), dtype=self.dtype)
+            return empty[(slice(None), *rest)]
+        out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if index is not None and index.size and np.any(np.diff(index) < 0):
+            out = out[np.argsort(np.argsort(index, kind="stable"), kind="stable")]
+        return out
 
 
 def load_npy_shards(paths, *, what: str = "logits") -> da.Array:
     """One lazy Dask array over ``.npy`` shards, concatenated along rows in
-    the given order; each shard is read (memory-mapped) by the task that needs
-    it, so nothing is gathered."""
-    arrays = []
-    first = None
-    for path in paths:
-        head = np.load(path, mmap_mode="r", allow_pickle=False)
-        if not isinstance(head, np.ndarray):
-            raise ValueError(f"{what} shard {str(path)!r} is not a .npy array.")
-        shape, dtype = head.shape, head.dtype
-        del head
-        if first is None:
-            first = (shape[1:], dtype)
-        if (shape[1:], dtype) != first:
-            raise ValueError(
-                f"{what} shard {str(path)!r} has shape {shape} and dtype {dtype}; "
-                f"the first shard has rows of shape {first[0]} and dtype {first[1]}."
-            )
-        arrays.append(
-            da.from_delayed(
-                dask.delayed(_read_npy, pure=True)(str(path)), shape, dtype=dtype
-            )
-        )
-    return da.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]
+    the given order, one chunk per shard; each task reads only the rows it
+    needs, on the worker that runs it, so nothing is gathered."""
+    shards = _NpyShards(paths, what)
+    chunks = (shards.sizes, *((n,) for n in shards.shape[1:]))
+    return da.from_array(shards, chunks=chunks, inline_array=True, asarray=False)
