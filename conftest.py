@@ -19,7 +19,8 @@ _DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 
 def pytest_collection_modifyitems(config, items):
     """Skip, with a reason, what cannot run here: doctest pages that read the
-    shared CIFAR logits when they are absent, and pages that need a newer
+    shared CIFAR logits when they are absent, pages that need Dask when it is
+    not installed, and pages that need a newer
     scikit-learn than the oldest one supported (the oldest-versions job runs
     the suite on scikit-learn 1.7)."""
     import pytest
@@ -27,6 +28,13 @@ def pytest_collection_modifyitems(config, items):
     from sklearn.utils.fixes import parse_version
 
     old_sklearn = parse_version(sklearn.__version__) < parse_version("1.8")
+    try:
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+
+        has_dask = True
+    except ImportError:
+        has_dask = False
     for item in items:
         path = Path(str(item.fspath))
         if path.suffix != ".md":
@@ -37,6 +45,13 @@ def pytest_collection_modifyitems(config, items):
                     reason=f"{path.name} reads the CIFAR logits in ../shared/data, "
                     "which is not beside this checkout (see its README for the "
                     "public sources)"
+                )
+            )
+        elif not has_dask and "import dask" in path.read_text(encoding="utf-8"):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"{path.name} runs on Dask, which is not installed "
+                    "(pip install 'skts[dask]')"
                 )
             )
         elif old_sklearn and path.name == "reproduction.md":

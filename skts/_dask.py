@@ -338,8 +338,8 @@ def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
 class _NpyShards:
     """``.npy`` shards, concatenated along rows, as a lazy array for
     ``dask.array.from_array``: small to send to a worker, and a task reads
-    only the rows it asks for (memory-mapped, then copied, so no mapping
-    outlives the task). One object over all the shards, not a concatenation
+    only the rows it asks for (memory-mapped: the mapping lives as long as
+    the task's piece). One object over all the shards, not a concatenation
     of arrays, so that Dask hands each task's row range to ``__getitem__``.
     """
 
@@ -390,7 +390,9 @@ class _NpyShards:
             else:
                 mine = index[(index >= lo) & (index < hi)]
                 local = mine - self.starts[i]
-            parts.append(np.array(data[(local, *rest)]))
+            # A view of the mapped file, not a copy: the task reads the pages
+            # from the page cache, with no fresh memory to fault in.
+            parts.append(data[(local, *rest)])
             del data
         if not parts:
             empty = np.empty((0, *self.shape[1:]), dtype=self.dtype)

@@ -57,7 +57,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Threads over row blocks in the search (numpy releases the GIL):
         ``None`` uses all cores where it pays (at least 64 classes and 2**22
         logits), ``-1`` all cores, ``k`` k threads. The answer does not depend
-        on it.
+        on it. (On Dask arrays the scheduler's workers run the blocks.)
 
     Attributes
     ----------
@@ -137,13 +137,17 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Held-out logits (float32 stays float32 in memory).
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Held-out logits (float32 stays float32 in memory). A Dask array
+            chunked by rows is never gathered: each pass of the search is one
+            Dask reduction on the active scheduler, and ``temperature_`` is
+            the in-memory answer bit for bit (see "Calibrating at scale").
 
-        y : array-like of shape (n_samples,)
+        y : array-like or dask array of shape (n_samples,)
             True class indices in ``0..n_classes-1``.
 
-        sample_weight : array-like of shape (n_samples,), default=None
+        sample_weight : array-like or dask array of shape (n_samples,), \
+                default=None
             Non-negative weights of the validation loss (weighted mean).
 
         Returns
@@ -189,8 +193,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Logits to calibrate.
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Logits to calibrate (a Dask array gives a lazy Dask array).
 
         Returns
         -------
@@ -208,8 +212,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Logits to calibrate.
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Logits to calibrate (a Dask array gives a lazy Dask array).
 
         Returns
         -------
@@ -228,8 +232,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Logits to calibrate.
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Logits to calibrate (a Dask array gives a lazy Dask array).
 
         Returns
         -------
@@ -248,8 +252,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Logits.
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Logits (a Dask array gives a lazy Dask array).
 
         Returns
         -------

@@ -215,14 +215,27 @@ def _row_min(z: NDArray) -> NDArray:
     return _row_extreme(z, np.minimum)
 
 
+def _float64(z: NDArray, name: str) -> NDArray:
+    """A block in float64: itself if it is, else converted into a scratch
+    buffer (no fresh block-sized memory per block: see :func:`_scratch`)."""
+    if z.dtype == np.float64:
+        return np.asarray(z)
+    out = _scratch(name, z.shape, np.float64)
+    out[...] = z
+    return out
+
+
 def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
-    """Centred logits ``d = z - max(z)`` and the gap ``m - z_y`` of one block."""
-    z = np.asarray(z, dtype=np.float64)
+    """Centred logits ``d = z - max(z)`` and the gap ``m - z_y`` of one block
+    (``d`` in a scratch buffer, valid until the next call in this thread)."""
+    z = _float64(z, "terms_z")
     m = _row_max(z)
+    d = _scratch("terms_d", z.shape, np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         # Differences of logits near +-1e308 may overflow; -max keeps them finite
         # (their exponentials are 0 anyway).
-        d = np.maximum(z - m[:, None], -_BIG)
+        np.subtract(z, m[:, None], out=d)
+        np.maximum(d, -_BIG, out=d)
         gap = np.minimum(m - z[np.arange(z.shape[0]), y], _BIG)
     return d, gap
 
@@ -231,8 +244,10 @@ def _row_nll(d: NDArray, gap: NDArray, temperature: float) -> NDArray:
     # Exponents are clamped at -700: numpy's exponential is 10-50 times slower
     # below, and the change (< 1e-304 per term, beside a row sum >= 1) is far
     # inside _error_bound's absolute term.
+    x = _scratch("nll_x", d.shape, np.float64)
     with np.errstate(over="ignore", under="ignore"):
-        x = np.maximum(d / temperature, _EXP_FLOOR)
+        np.divide(d, temperature, out=x)
+        np.maximum(x, _EXP_FLOOR, out=x)
         return gap / temperature + np.log(np.exp(x, out=x).sum(axis=1))
 
 
@@ -561,7 +576,7 @@ def _slopes_part(
     unit = _EPS / 2.0
 
     def block(rows: slice):
-        z = np.asarray(logits[rows], dtype=np.float64)
+        z = _float64(logits[rows], "slope_z")
         zy = z[np.arange(z.shape[0]), y[rows]]
         m = _row_max(z)
         scale = _scale(sample_weight, rows, z.shape[0], total)
