@@ -22,10 +22,10 @@ interleaved, each in a fresh process:
 
 It reports wall time (min and median), the number of passes over the data
 (Dask computations: one validation pass, one subsample read, then the
-search's passes), the peak resident memory of each worker (sampled every
-50 ms on the worker) or of the process (``ru_maxrss``, which for ``mmap``
-includes the file's pages mapped by the process), and checks that all three
-give the same temperature bit for bit.
+search's passes), the peak resident memory of each worker or of the process
+(sampled every 50 ms from ``/proc/self/status``: all of it, which counts the
+pages of memory-mapped files, and the anonymous part, what the process
+allocated), and checks that all three give the same temperature bit for bit.
 """
 
 from __future__ import annotations
@@ -79,13 +79,40 @@ def write_shards(folder: Path, n: int, k: int, shard_rows: int) -> None:
 
 
 _CHILD = r"""
-import json, os, resource, sys, threading, time, warnings
+import json, os, sys, threading, time, warnings
 from pathlib import Path
 import numpy as np
 mode, folder = sys.argv[1], Path(sys.argv[2])
 workers, limit = int(sys.argv[3]), sys.argv[4]
 from skts._scaler import _fit_rows, _check_temperatures
 from skts._temperature import _Rows
+
+
+def memory():
+    # Resident memory in MiB: all of it, and the anonymous part (what the
+    # process allocated, without the file pages it maps).
+    fields = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                fields[key] = int(value.split()[0]) / 1024
+    return fields["VmRSS"], fields["RssAnon"]
+
+
+def start_sampler(holder):
+    holder.skts_peak = memory()
+    def loop():
+        while True:
+            rss, anon = memory()
+            old = holder.skts_peak
+            holder.skts_peak = (max(old[0], rss), max(old[1], anon))
+            time.sleep(0.05)
+    threading.Thread(target=loop, daemon=True).start()
+
+
+class Here:
+    pass
 
 def run_fit(logits, y, rows_cls):
     t = time.perf_counter()
@@ -94,6 +121,8 @@ def run_fit(logits, y, rows_cls):
     return time.perf_counter() - t, result
 
 out = {}
+here = Here()
+start_sampler(here)
 warnings.simplefilter("ignore")
 if mode == "mmap":
     from skts._scaler import _check_logits, _check_class_indices
@@ -104,7 +133,6 @@ if mode == "mmap":
     seconds, result = run_fit(z, y, lambda a, b: _Rows(a, b))
     seconds += check
     out["computations"] = 1 + result.n_passes  # the input check reads it all
-    out["peak_mib"] = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
 else:
     import dask
     from skts._dask import DaskRows, load_npy_shards
@@ -120,33 +148,26 @@ else:
         with Count():
             seconds, result = run_fit(z, y, DaskRows)
         out["computations"] = count[0]
-        out["peak_mib"] = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
     else:
         from distributed import Client, LocalCluster
         import psutil
 
-        def start_sampler(dask_worker):
-            import threading, time, psutil
-            proc = psutil.Process()
-            dask_worker.skts_peak = proc.memory_info().rss
-            def loop():
-                while True:
-                    rss = proc.memory_info().rss
-                    dask_worker.skts_peak = max(dask_worker.skts_peak, rss)
-                    time.sleep(0.05)
-            threading.Thread(target=loop, daemon=True).start()
+        def start_worker_sampler(dask_worker):
+            start_sampler(dask_worker)
 
         def read_peak(dask_worker):
-            return dask_worker.skts_peak / 2**20
+            return dask_worker.skts_peak
 
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                           memory_limit=limit, host="127.0.0.1",
                           dashboard_address=":0") as cluster, Client(cluster) as c:
-            c.run(start_sampler)
+            c.run(start_worker_sampler)
             seconds, result = run_fit(z, y, DaskRows)
             out["peak_mib"] = sorted(c.run(read_peak).values())
             # Computations: validation + subsample + the search's passes.
             out["computations"] = 2 + result.n_passes
+if mode != "cluster":
+    out["peak_mib"] = [here.skts_peak]
 out["seconds"] = seconds
 out["temperature"] = result.temperature
 out["passes"] = result.n_passes
@@ -194,17 +215,18 @@ def main() -> None:
     temps = {r["temperature"] for rs in runs.values() for r in rs}
     print(f"temperature: {sorted(temps)} (identical everywhere: {len(temps) == 1})")
     print(
-        f"{'mode':<8} {'min s':>7} {'median s':>9} {'passes':>7} {'reads':>6}  "
-        "peak resident MiB"
+        f"{'mode':<8} {'min s':>7} {'median s':>9} {'passes':>7} {'reads':>6} "
+        f"{'peak RSS MiB':>13} {'of which anon':>14}"
     )
     for mode, rs in runs.items():
         secs = [r["seconds"] for r in rs]
-        peaks = [max(r["peak_mib"]) for r in rs]
-        per = "per worker" if mode == "cluster" else "process"
+        rss = max(p[0] for r in rs for p in r["peak_mib"])
+        anon = max(p[1] for r in rs for p in r["peak_mib"])
+        per = "  (per worker)" if mode == "cluster" else ""
         print(
             f"{mode:<8} {min(secs):>7.1f} {statistics.median(secs):>9.1f} "
-            f"{rs[0]['passes']:>7} {rs[0]['computations']:>6}  "
-            f"{max(peaks):.0f} ({per}, max over runs)"
+            f"{rs[0]['passes']:>7} {rs[0]['computations']:>6} "
+            f"{rss:>13.0f} {anon:>14.0f}{per}"
         )
 
 

@@ -20,6 +20,7 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
+from dask.delayed import Delayed
 from numpy.typing import NDArray
 
 from skts._temperature import (
@@ -83,8 +84,9 @@ def _as_logits(logits: da.Array, name: str = "logits") -> da.Array:
     return logits
 
 
-def _along(x, chunks: tuple[int, ...], name: str, n_samples: int) -> da.Array:
-    """A 1-D array (NumPy or Dask) chunked like the logits' rows."""
+def _along(x, chunks: tuple[int, ...], name: str, n_samples: int):
+    """A 1-D array beside the logits: a NumPy array stays one (each task gets
+    its slice), a Dask array is chunked like the logits' rows."""
     if not is_dask_array(x):
         x = np.asarray(x)
         if x.ndim == 2 and x.shape[1] == 1:
@@ -95,7 +97,7 @@ def _along(x, chunks: tuple[int, ...], name: str, n_samples: int) -> da.Array:
             raise ValueError(
                 f"logits has {n_samples} rows but {name} has {x.shape[0]} values."
             )
-        return da.from_array(x, chunks=(chunks,))
+        return x
     if x.ndim == 2 and x.shape[1] == 1:
         x = x[:, 0]
     if x.ndim != 1:
@@ -145,8 +147,11 @@ def _pieces(
     return pieces
 
 
-def _one_chunk(x: da.Array):
-    """The single delayed chunk of ``x`` (rechunked to one chunk if needed)."""
+def _one_chunk(x):
+    """The single delayed chunk of ``x`` (rechunked to one chunk if needed);
+    a NumPy slice as it is."""
+    if not is_dask_array(x):
+        return x
     if x.numblocks[0] > 1:
         x = x.rechunk({0: -1})
     return x.to_delayed().ravel()[0]
@@ -211,7 +216,48 @@ def _weight_sums(w, exponent: int, n_classes: int) -> list[float]:
     return _weight_part(_scaled(w, exponent), n_classes)
 
 
-def _run(partial, z, y, w, exponent, total, *args):
+# Up to this size (pickled), the graph that reads a piece travels inside the
+# piece's task: one task per piece and pass, no intermediate results to hold
+# or move between workers. Larger graphs embed data (an in-memory array
+# wrapped by from_array): those run as ordinary dependencies.
+_INLINE_BYTES = 1 << 16
+
+
+def _is_delayed(x) -> bool:
+    return isinstance(x, Delayed)
+
+
+def _inline_graph(z, y, w) -> bytes | None:
+    """The low-level graph computing a piece's lazy parts of ``(z, y, w)``,
+    pickled, when it is small (reads from files or stores), else ``None``."""
+    import cloudpickle
+
+    graph: dict = {}
+    keys = []
+    for part in (z, y, w):
+        if not _is_delayed(part):
+            keys.append(None)  # a NumPy slice or None: passed as it is
+            continue
+        graph.update(dict(part.__dask_graph__()))
+        keys.append(part.key)
+    blob = cloudpickle.dumps((graph, keys))
+    return blob if len(blob) <= _INLINE_BYTES else None
+
+
+def _inline_call(func, blob: bytes, given: tuple, *args):
+    """``func(z, y, w, *args)`` with the piece's lazy parts read here,
+    synchronously; ``given`` holds the others (NumPy slices or None)."""
+    import cloudpickle
+
+    graph, keys = cloudpickle.loads(blob)
+    values = iter(dask.get(graph, [k for k in keys if k is not None]))
+    z, y, w = (
+        g if k is None else next(values) for k, g in zip(keys, given, strict=True)
+    )
+    return func(z, y, w, *args)
+
+
+def _run(z, y, w, partial, exponent, total, *args):
     """One piece of one pass: the in-memory partial on the piece's arrays."""
     y = np.asarray(y).astype(np.intp, copy=False)
     if w is not None:
@@ -255,12 +301,9 @@ class DaskRows(_Rows):
             )
             for a, b in pieces
         ]
-        stats = dask.compute(
-            *[
-                dask.delayed(_chunk_stats, pure=True)(z, yy, w, a, n_classes)
-                for (z, yy, w), (a, _) in zip(self._parts, pieces, strict=True)
-            ]
-        )
+        self._starts = [a for a, _ in pieces]
+        self._inline = [_inline_graph(*part) for part in self._parts]
+        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, offsets=True))
         for st in stats:
             if st["error"] is not None:
                 raise ValueError(st["error"])
@@ -284,14 +327,27 @@ class DaskRows(_Rows):
             self.total = float(_fold(_add, [s for part in sums for s in part]))
             self.sample_weight = sample_weight  # normalised inside each task
 
+    def _tasks(self, func, *args, offsets: bool = False) -> list:
+        """One task per piece, ``func(z, y, w, [start,] *args)``: the piece's
+        reads run inside the task where they are small to ship (see
+        :func:`_inline_graph`), else as its dependencies."""
+        tasks = []
+        for i, ((z, y, w), blob) in enumerate(
+            zip(self._parts, self._inline, strict=True)
+        ):
+            extra = (self._starts[i], *args) if offsets else args
+            if blob is not None:
+                given = tuple(None if _is_delayed(p) else p for p in (z, y, w))
+                call = dask.delayed(_inline_call, pure=True)
+                tasks.append(call(func, blob, given, *extra))
+            else:
+                tasks.append(dask.delayed(func, pure=True)(z, y, w, *extra))
+        return tasks
+
     def reduce(self, partial, combine, *args):
         """``partial`` on every piece (one Dask computation); the per-block
         results folded in block order on the driver."""
-        run = dask.delayed(_run, pure=True)
-        tasks = [
-            run(partial, z, y, w, self._exponent, self.total, *args)
-            for z, y, w in self._parts
-        ]
+        tasks = self._tasks(_run, partial, self._exponent, self.total, *args)
         return _fold(combine, [r for part in dask.compute(*tasks) for r in part])
 
     def flat(self) -> bool:

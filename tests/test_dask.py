@@ -272,6 +272,28 @@ def test_local_cluster_on_shards_gives_the_in_memory_answer(client, tmp_path, so
     np.testing.assert_array_equal(proba[:1000].compute(), ref.predict_proba(z[:1000]))
 
 
+@pytest.mark.parametrize("lazy_labels", [True, False])
+def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
+    client, tmp_path, lazy_labels
+):
+    # Shards read from files: each task of a pass reads its own rows (the
+    # reading travels inside the task), so no task waits for data moved from
+    # another worker. 30,000 rows of 10 classes make 2 pieces: the first
+    # block of 26,212 rows (across the three shards) and the rest.
+    z, y = _problem(n=30_000, seed=12)
+    paths = _write_shards(tmp_path, z, y, [10_000, 10_000, 10_000])
+    zd, yd = _lazy(paths, 10, np.float32)
+    passes = grid_search(z, y, np.geomspace(0.01, 100, 1001)).n_passes
+    with distributed.get_task_stream(client) as stream:
+        got = _fit(zd, yd if lazy_labels else y)  # NumPy labels: sliced per task
+    runs = [t for t in stream.data if str(t["key"]).find("_inline_call") >= 0]
+    assert len(runs) == 2 * (1 + passes)  # the checks, then every pass
+    assert not [
+        t for t in runs if any(s["action"] == "transfer" for s in t["startstops"])
+    ]
+    assert got.temperature_ == _fit(z, y).temperature_
+
+
 def test_local_cluster_grid_matches_brute_force(client, tmp_path):
     z, y = _problem(n=900, k=4, seed=9, dtype=np.float64)
     grid = np.geomspace(0.3, 9.0, 31)
