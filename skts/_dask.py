@@ -168,8 +168,12 @@ def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
         out["error"] = message
         return out
 
-    bad = ~np.isfinite(z)
-    if bad.any():
+    with np.errstate(over="ignore", invalid="ignore"):
+        # One sum is finite only if every value is (scikit-learn's fast
+        # check); an overflowed sum just takes the slow look.
+        suspicious = not np.isfinite(np.sum(z))
+    bad = ~np.isfinite(z) if suspicious else None
+    if bad is not None and bad.any():
         i, j = (int(v[0]) for v in np.nonzero(bad))
         value = z[i, j].item()
         return fail(f"logits must be finite; got {value!r} at row {offset + i}.")
@@ -203,7 +207,12 @@ def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
             )
         out["top"] = float(w.max())
         live = w > 0
-    out["varies"] = bool(np.any((z.max(axis=1) > z.min(axis=1)) & live))
+    # Almost always the first block has a row that varies: stop there.
+    for rows in _blocks(z.shape[0], z.shape[1]):
+        block = z[rows]
+        if np.any((block.max(axis=1) > block.min(axis=1)) & live[rows]):
+            out["varies"] = True
+            break
     return out
 
 
@@ -240,8 +249,23 @@ def _inline_graph(z, y, w) -> bytes | None:
             continue
         graph.update(dict(part.__dask_graph__()))
         keys.append(part.key)
+    if not _self_contained(graph):
+        return None  # e.g. persisted data: its chunks live on the workers
     blob = cloudpickle.dumps((graph, keys))
     return blob if len(blob) <= _INLINE_BYTES else None
+
+
+def _self_contained(graph: dict) -> bool:
+    """Whether every key the graph's tasks refer to is computed by the graph
+    (any doubt, such as a change of Dask's task API, answers no: the
+    ordinary path is always correct)."""
+    try:
+        from dask._task_spec import convert_legacy_graph
+
+        nodes = convert_legacy_graph(graph)
+        return all(node.dependencies <= nodes.keys() for node in nodes.values())
+    except Exception:
+        return False
 
 
 def _inline_call(func, blob: bytes, given: tuple, *args):

@@ -294,6 +294,16 @@ def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
     assert got.temperature_ == _fit(z, y).temperature_
 
 
+def test_persisted_arrays_are_read_from_the_workers_memory(client, tmp_path):
+    z, y = _problem(n=20_000, seed=13)
+    paths = _write_shards(tmp_path, z, y, [5_000, 15_000])
+    zd, yd = _lazy(paths, 10, np.float32)
+    zd, yd = client.persist([zd, yd])
+    assert _fit(zd, yd, solver="continuous").temperature_ == (
+        _fit(z, y, solver="continuous").temperature_
+    )
+
+
 def test_local_cluster_grid_matches_brute_force(client, tmp_path):
     z, y = _problem(n=900, k=4, seed=9, dtype=np.float64)
     grid = np.geomspace(0.3, 9.0, 31)
