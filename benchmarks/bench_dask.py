@@ -215,7 +215,7 @@ def main() -> None:
     temps = {r["temperature"] for rs in runs.values() for r in rs}
     print(f"temperature: {sorted(temps)} (identical everywhere: {len(temps) == 1})")
     print(
-        f"{'mode':<8} {'min s':>7} {'median s':>9} {'passes':>7} {'reads':>6} "
+        f"{'mode':<8} {'min s':>7} {'median s':>9} {'passes':>7} {'comps':>6} "
         f"{'peak RSS MiB':>13} {'of which anon':>14}"
     )
     for mode, rs in runs.items():
