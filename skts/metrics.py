@@ -7,6 +7,7 @@ scorers are ``neg_*``. Every metric here is computed from
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -14,11 +15,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
-from sklearn.utils import check_random_state
+from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_array, column_or_1d
 
-from skts._scaler import _check_weights
+from skts._scaler import (
+    _check_class_indices,
+    _check_logits,
+    _check_temperatures,
+    _check_weights,
+    _fit_temperature,
+)
+from skts._temperature import BoundaryTemperatureWarning, nll_many
 
 __all__ = [
     "CalibrationReport",
@@ -29,6 +37,7 @@ __all__ = [
     "get_scorer",
     "maximum_calibration_error",
     "reliability_curve",
+    "temperature_by_group",
 ]
 
 
@@ -456,6 +465,9 @@ class CalibrationReport:
         Level of the intervals.
     n_bootstrap : int
         Number of bootstrap resamples.
+    groups : dict of group label to CalibrationReport
+        The same metrics on each group of rows (``calibration_report(...,
+        groups=g)``); empty otherwise.
 
     Examples
     --------
@@ -470,6 +482,7 @@ class CalibrationReport:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     confidence_level: float = 0.95
     n_bootstrap: int = 0
+    groups: dict = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -482,9 +495,16 @@ class CalibrationReport:
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "confidence_level": self.confidence_level,
             "n_bootstrap": self.n_bootstrap,
+            **(
+                {"groups": {str(g): r.to_dict() for g, r in self.groups.items()}}
+                if self.groups
+                else {}
+            ),
         }
 
     def __str__(self) -> str:
+        if self.groups:
+            return _group_table(self)
         lines = [
             f"{'metric':<15}{'value':>10}" + ("   interval" if self.intervals else "")
         ]
@@ -495,6 +515,34 @@ class CalibrationReport:
                 line += f"   [{lo:.4f}, {hi:.4f}]"
             lines.append(line)
         return "\n".join(lines)
+
+
+def _group_table(report: CalibrationReport) -> str:
+    """The overall values beside those of each group (intervals below)."""
+    heads = [f"all (n={report.n_samples})"] + [
+        f"{g} (n={r.n_samples})" for g, r in report.groups.items()
+    ]
+    width = max(12, *(len(h) + 2 for h in heads))
+    lines = [f"{'metric':<15}" + "".join(f"{h:>{width}}" for h in heads)]
+    parts = [report, *report.groups.values()]
+    for name in report.values:
+        lines.append(
+            f"{name:<15}" + "".join(f"{r.values[name]:>{width}.4f}" for r in parts)
+        )
+    return "\n".join(lines)
+
+
+def _check_groups(groups, n_samples: int, name: str = "groups") -> NDArray:
+    """One group label per row, as a 1-D array."""
+    groups = column_or_1d(np.asarray(groups), warn=True)
+    if groups.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} must have one label per sample ({n_samples}); got "
+            f"{groups.shape[0]}."
+        )
+    if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
+        raise ValueError(f"{name} must not contain NaN or infinity.")
+    return groups
 
 
 def _row_stats(idx, proba, n_bins, log_proba=None) -> dict[str, NDArray]:
@@ -618,6 +666,7 @@ def _report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
         "labels": ["array-like", None],
+        "groups": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -630,6 +679,7 @@ def calibration_report(
     confidence_level: float = 0.95,
     random_state=None,
     labels: ArrayLike | None = None,
+    groups: ArrayLike | None = None,
 ) -> CalibrationReport:
     """Accuracy, log-loss, Brier score, ECE, MCE and class-wise ECE in one object.
 
@@ -650,11 +700,17 @@ def calibration_report(
         Seed of the bootstrap.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    groups : array-like of shape (n_samples,), default=None
+        A group label per row (a subpopulation, a site, a predicted class):
+        the report then also holds the metrics of each group, in
+        ``report.groups``, beside the overall ones. One temperature can leave
+        the whole calibrated and each group wrong (see
+        :func:`temperature_by_group`).
 
     Returns
     -------
     CalibrationReport
-        ``values`` and, with bootstrap, ``intervals``.
+        ``values`` and, with bootstrap, ``intervals`` (and ``groups``).
 
     Notes
     -----
@@ -669,9 +725,41 @@ def calibration_report(
     >>> report = calibration_report([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.9])
     >>> report["accuracy"], round(report["ece"], 6)
     (0.75, 0.15)
+
+    Two groups that share the forecast 0.75 but not its truth (rates 0.6 and
+    0.9): calibrated overall, off by 0.15 in each group.
+
+    >>> y = [1] * 6 + [0] * 4 + [1] * 9 + [0] * 1
+    >>> report = calibration_report(y, [0.75] * 20, groups=["a"] * 10 + ["b"] * 10)
+    >>> print(report)
+    metric           all (n=20)    a (n=10)    b (n=10)
+    accuracy             0.7500      0.6000      0.9000
+    log_loss             0.5623      0.7271      0.3975
+    brier_score          0.1875      0.2625      0.1125
+    ece                  0.0000      0.1500      0.1500
+    mce                  0.0000      0.1500      0.1500
+    classwise_ece        0.0000      0.1500      0.1500
     """
     idx, proba = _check_targets(y_true, y_prob, labels)
-    return _report(idx, proba, n_bins, n_bootstrap, confidence_level, random_state)
+    rng = check_random_state(random_state)
+    report = _report(idx, proba, n_bins, n_bootstrap, confidence_level, rng)
+    if groups is None:
+        return report
+    groups = _check_groups(groups, idx.shape[0])
+    per_group = {}
+    for g in np.unique(groups):
+        rows = groups == g
+        per_group[g.item() if hasattr(g, "item") else g] = _report(
+            idx[rows], proba[rows], n_bins, n_bootstrap, confidence_level, rng
+        )
+    return CalibrationReport(
+        report.n_samples,
+        report.values,
+        report.intervals,
+        report.confidence_level,
+        report.n_bootstrap,
+        per_group,
+    )
 
 
 def _calibration_report_from_logits(
@@ -792,3 +880,146 @@ def get_scorer(name):
     if isinstance(name, str) and name in _SCORERS:
         return _ProbaScorer(_SCORERS[name], name)
     return _sklearn_get_scorer(name)
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "logits": ["array-like"],
+        "groups": ["array-like", StrOptions({"predicted"})],
+        "temperatures": ["array-like", None],
+        "n_bootstrap": [Interval(Integral, 0, None, closed="left")],
+        "confidence_level": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def temperature_by_group(
+    y_true: ArrayLike,
+    logits: ArrayLike,
+    groups,
+    *,
+    temperatures: ArrayLike | None = None,
+    n_bootstrap: int = 0,
+    confidence_level: float = 0.95,
+    random_state=None,
+) -> Bunch:
+    """The temperature each group of rows would choose, beside the overall one.
+
+    One temperature cannot calibrate groups that share logits but differ in
+    how often they are right (two subpopulations with different label noise,
+    or classes the model is over- or under-confident about): it calibrates
+    their mixture and leaves each group wrong. Fitting ``T`` on each group
+    shows whether the groups want different temperatures; with bootstrap, how
+    sure that is.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True class indices in ``0..n_classes-1`` (as for
+        :class:`~skts.TemperatureScaler`).
+    logits : array-like of shape (n_samples, n_classes)
+        Held-out logits.
+    groups : array-like of shape (n_samples,) or "predicted"
+        A group label per row, or ``"predicted"``: the predicted class (the
+        first argmax of the logits). Do not group by the true class: within
+        a true class every label is that class, so its logit always looks
+        right and that group's ``T`` is biased towards 0.
+    temperatures : array-like of shape (n_candidates,), default=None
+        Candidates, as for :class:`~skts.TemperatureScaler` (default: 1001
+        geometric points from 0.01 to 100).
+    n_bootstrap : int, default=0
+        Bootstrap resamples of each group's rows; with ``> 0`` each group's
+        ``T`` gets a percentile interval.
+    confidence_level : float, default=0.95
+        Level of the intervals.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        - ``groups``: ndarray of shape (n_groups,), the sorted group labels;
+        - ``temperature``: each group's ``T`` (the exact grid rule on its rows);
+        - ``loss``: each group's mean log-loss at its own ``T``;
+        - ``loss_at_overall``: each group's mean log-loss at the overall ``T``
+          (the gap is what one temperature costs that group);
+        - ``n_samples``: rows per group;
+        - ``at_boundary``: whether a group's ``T`` is an end of the range
+          (its loss may keep falling beyond);
+        - ``interval``: ndarray of shape (n_groups, 2), bootstrap percentile
+          intervals of ``T`` (NaN without bootstrap);
+        - ``overall_temperature``, ``overall_loss``: the fit on all rows.
+
+    See Also
+    --------
+    calibration_report : The metrics of each group (``groups=``).
+    skts.TemperatureScaler : The fit on all rows.
+
+    Examples
+    --------
+    Two groups share the logit gap ``log 9`` (forecast 0.9) but are right 60%
+    and 90% of the time; one temperature gives 0.75 to both:
+
+    >>> import numpy as np
+    >>> from skts.metrics import temperature_by_group
+    >>> logits = np.tile([0.0, np.log(9.0)], (20, 1))
+    >>> y = np.array([1] * 6 + [0] * 4 + [1] * 9 + [0] * 1)
+    >>> groups = np.array(["a"] * 10 + ["b"] * 10)
+    >>> result = temperature_by_group(y, logits, groups, temperatures=[1, 2, 4, 8])
+    >>> result.overall_temperature, result.temperature.tolist()
+    (2.0, [8.0, 1.0])
+    """
+    logits = _check_logits(logits)
+    y = _check_class_indices(y_true, logits.shape, name="y_true")
+    if isinstance(groups, str):
+        groups = np.argmax(logits, axis=1)
+    else:
+        groups = _check_groups(groups, logits.shape[0])
+    temperatures = _check_temperatures(temperatures)
+    rng = check_random_state(random_state)
+
+    def fit(rows, weights=None):
+        with warnings.catch_warnings():
+            # Reported as at_boundary: a per-group warning would only repeat it.
+            warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+            return _fit_temperature(
+                logits[rows], y[rows], temperatures, weights, "grid", 1e-10
+            )
+
+    everything = fit(slice(None))
+    labels = np.unique(groups)
+    temps, losses, at_overall, counts, edge = [], [], [], [], []
+    interval = np.full((labels.shape[0], 2), np.nan)
+    alpha = (1.0 - confidence_level) / 2.0
+    for k, g in enumerate(labels):
+        rows = np.flatnonzero(groups == g)
+        result = fit(rows)
+        temps.append(result.temperature)
+        losses.append(result.loss)
+        at_overall.append(
+            float(nll_many(logits[rows], y[rows], [everything.temperature])[0])
+        )
+        counts.append(rows.shape[0])
+        edge.append(result.at_boundary)
+        if n_bootstrap:
+            draws = []
+            for _ in range(n_bootstrap):
+                # A resample with replacement is a multinomial reweighting.
+                w = np.bincount(
+                    rng.randint(0, rows.shape[0], size=rows.shape[0]),
+                    minlength=rows.shape[0],
+                ).astype(np.float64)
+                draws.append(fit(rows, w).temperature)
+            interval[k] = np.quantile(draws, [alpha, 1.0 - alpha])
+    return Bunch(
+        groups=labels,
+        temperature=np.asarray(temps),
+        loss=np.asarray(losses),
+        loss_at_overall=np.asarray(at_overall),
+        n_samples=np.asarray(counts),
+        at_boundary=np.asarray(edge),
+        interval=interval,
+        overall_temperature=everything.temperature,
+        overall_loss=everything.loss,
+    )

@@ -21,7 +21,12 @@ distributed = pytest.importorskip("distributed")
 from dask.callbacks import Callback  # noqa: E402
 
 from skts import BoundaryTemperatureWarning, TemperatureScaler  # noqa: E402
-from skts._temperature import grid_search, nll_many, solve_continuous  # noqa: E402
+from skts._temperature import (  # noqa: E402
+    default_temperatures,
+    grid_search,
+    nll_many,
+    solve_continuous,
+)
 
 from _reference import exact_choices  # noqa: E402
 
@@ -266,6 +271,14 @@ def test_local_cluster_on_shards_gives_the_in_memory_answer(client, tmp_path, so
     got = _fit(zd, yd, da.from_array(w, chunks=20_000), solver=solver)
     assert got.temperature_ == ref.temperature_
     assert got.validation_loss_ == ref.validation_loss_
+    t = got.temperature_
+    if solver == "grid":  # brute force: every candidate, in float64
+        grid = default_temperatures()
+        losses = nll_many(z, y, grid, w)
+        assert t == grid[np.flatnonzero(losses == losses.min())[0]]
+    else:  # a minimiser: no lower loss a hair away on either side
+        around = nll_many(z, y, [t * (1 - 1e-6), t, t * (1 + 1e-6)], w)
+        assert around[1] <= around[0] and around[1] <= around[2]
     # The tasks ran on the workers, not here.
     assert client.run(lambda: 1)  # both workers alive
     proba = got.predict_proba(zd)

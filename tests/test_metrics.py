@@ -1,5 +1,6 @@
 """Calibration metrics and scorers against hand-worked values and brute force."""
 
+import json
 from itertools import pairwise
 
 import numpy as np
@@ -9,6 +10,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import GridSearchCV, cross_validate
 
+from skts import TemperatureScaler
+from skts._temperature import default_temperatures, nll_many
 from skts.metrics import (
     calibration_report,
     classwise_calibration_error,
@@ -16,6 +19,7 @@ from skts.metrics import (
     get_scorer,
     maximum_calibration_error,
     reliability_curve,
+    temperature_by_group,
 )
 
 
@@ -317,3 +321,105 @@ def test_report_brier_is_scikit_learns_brier_score_loss():
         report = calibration_report(y, proba, labels=np.arange(k))
         expected = brier_score_loss(y, proba, labels=np.arange(k))
         assert report["brier_score"] == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------
+# What one temperature cannot fix: groups.
+
+
+def _two_groups(n=1000):
+    """The literature's example: one logit gap ln 9 for every row; group a is
+    right 60% of the time, group b 90%."""
+    logits = np.tile([0.0, np.log(9.0)], (2 * n, 1))
+    y = np.concatenate(
+        [
+            np.repeat([1, 0], [6 * n // 10, 4 * n // 10]),
+            np.repeat([1, 0], [9 * n // 10, n // 10]),
+        ]
+    )
+    groups = np.repeat(["a", "b"], n)
+    return logits, y, groups
+
+
+def test_one_temperature_is_calibrated_overall_and_wrong_in_each_group():
+    logits, y, groups = _two_groups()
+    scaler = TemperatureScaler(temperatures=[1.0, 1.5, 2.0, 3.0, 4.0]).fit(logits, y)
+    assert scaler.temperature_ == 2.0  # sigmoid(ln 9 / 2) = 0.75 = the mixture
+    proba = scaler.predict_proba(logits)
+    np.testing.assert_allclose(proba[:, 1], 0.75, rtol=0, atol=1e-15)
+    report = calibration_report(y, proba, groups=groups)
+    assert report["ece"] == pytest.approx(0.0, abs=1e-12)
+    assert set(report.groups) == {"a", "b"}
+    for g, rate in (("a", 0.6), ("b", 0.9)):
+        part = report.groups[g]
+        assert part.n_samples == 1000
+        assert part["ece"] == pytest.approx(0.15, abs=1e-12)  # |0.75 - rate|
+        assert part["accuracy"] == pytest.approx(rate)
+        expected = -(rate * np.log(0.75) + (1 - rate) * np.log(0.25))
+        assert part["log_loss"] == pytest.approx(expected, rel=1e-12)
+    # The text form shows the groups beside the whole; the JSON form holds them.
+    text = str(report)
+    assert "all (n=2000)" in text and "a (n=1000)" in text and "b (n=1000)" in text
+    assert json.loads(json.dumps(report.to_dict()))["groups"]["b"]["values"][
+        "ece"
+    ] == pytest.approx(0.15)
+
+
+def test_group_reports_equal_reports_of_each_group_alone():
+    rng = np.random.RandomState(0)
+    proba = rng.dirichlet(np.ones(3), size=300)
+    y = rng.randint(0, 3, 300)
+    groups = rng.randint(0, 4, 300)
+    report = calibration_report(y, proba, groups=groups, labels=[0, 1, 2])
+    assert sorted(report.groups) == [0, 1, 2, 3]
+    for g, part in report.groups.items():
+        alone = calibration_report(y[groups == g], proba[groups == g], labels=[0, 1, 2])
+        assert part.values == pytest.approx(alone.values)
+    assert report.values == calibration_report(y, proba).values
+    with pytest.raises(ValueError, match="one label per sample \\(300\\); got 299"):
+        calibration_report(y, proba, groups=groups[:-1])
+
+
+def test_temperature_by_group_finds_what_each_group_wants():
+    logits, y, groups = _two_groups()
+    grid = default_temperatures()
+    result = temperature_by_group(y, logits, groups)
+    assert result.groups.tolist() == ["a", "b"]
+    assert result.n_samples.tolist() == [1000, 1000]
+    # Brute force per group: every candidate, smallest among the minimisers.
+    for k, g in enumerate(["a", "b"]):
+        losses = nll_many(logits[groups == g], y[groups == g], grid)
+        assert result.temperature[k] == grid[np.flatnonzero(losses == losses.min())[0]]
+        assert result.loss[k] == pytest.approx(losses.min(), rel=1e-12)
+    # By hand: sigmoid(ln 9 / T) = rate, T = ln 9 / ln(rate / (1 - rate)).
+    assert result.temperature[0] == pytest.approx(np.log(9) / np.log(1.5), rel=0.01)
+    assert result.temperature[1] == pytest.approx(1.0, rel=0.01)
+    assert result.overall_temperature == pytest.approx(2.0, rel=0.01)
+    # What the one temperature costs each group, by hand at T = 2 (p = 0.75).
+    t = result.overall_temperature
+    p = 1 / (1 + np.exp(-np.log(9) / t))
+    for k, rate in enumerate([0.6, 0.9]):
+        expected = -(rate * np.log(p) + (1 - rate) * np.log(1 - p))
+        assert result.loss_at_overall[k] == pytest.approx(expected, rel=1e-12)
+        assert result.loss[k] < result.loss_at_overall[k]
+    assert np.isnan(result.interval).all()
+    assert not result.at_boundary.any()
+
+
+def test_temperature_by_group_bootstrap_and_predicted_groups():
+    rng = np.random.RandomState(1)
+    logits = rng.normal(scale=3, size=(600, 4))
+    y = np.where(rng.rand(600) < 0.6, logits.argmax(1), rng.randint(0, 4, 600))
+    result = temperature_by_group(
+        y, logits, "predicted", n_bootstrap=30, random_state=0
+    )
+    explicit = temperature_by_group(y, logits, logits.argmax(1))
+    assert result.groups.tolist() == explicit.groups.tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(result.temperature, explicit.temperature)
+    lo, hi = result.interval[:, 0], result.interval[:, 1]
+    assert np.all(lo <= hi) and np.all(lo < hi)  # resampling moves T
+    assert np.all((lo <= result.temperature * 1.2) & (result.temperature <= hi * 1.2))
+    again = temperature_by_group(y, logits, "predicted", n_bootstrap=30, random_state=0)
+    np.testing.assert_array_equal(again.interval, result.interval)
+    with pytest.raises(ValueError, match="groups"):
+        temperature_by_group(y, logits, "true")
