@@ -226,6 +226,7 @@ class ReliabilityDisplay:
         name=None,
         ax=None,
         hist_ax=None,
+        groups=None,
         **kwargs,
     ):
         """Reliability diagram of given probabilities.
@@ -251,14 +252,51 @@ class ReliabilityDisplay:
             Legend name.
         ax, hist_ax : matplotlib Axes, default=None
             See :meth:`plot`.
+        groups : array-like of shape (n_samples,), default=None
+            A group label per row: the diagram of all rows (bars) gets one
+            line per group on top, in its own colour, named with the group's
+            size and ECE. One temperature can calibrate the whole and leave
+            each group wrong; this shows it (see
+            :func:`skts.metrics.temperature_by_group`).
         **kwargs : dict
             Passed to :meth:`plot`.
 
         Returns
         -------
         display : ReliabilityDisplay
-            The drawn display.
+            The drawn display (of all rows); with ``groups``, the groups'
+            displays are in its ``group_displays_`` (group label to display).
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from skts import ReliabilityDisplay
+        >>> y = [1] * 6 + [0] * 4 + [1] * 9 + [0] * 1
+        >>> disp = ReliabilityDisplay.from_predictions(
+        ...     y, [0.75] * 20, groups=["a"] * 10 + ["b"] * 10
+        ... )
+        >>> texts = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+        >>> texts[1:3]
+        ['a (n=10) (ECE = 0.1500)', 'b (n=10) (ECE = 0.1500)']
+        >>> texts[3], sorted(disp.group_displays_)
+        ('all (n=20) (ECE = 0.0000)', ['a', 'b'])
         """
+        if groups is not None:
+            return cls._from_groups(
+                y_true,
+                y_prob,
+                groups,
+                n_bins=n_bins,
+                strategy=strategy,
+                class_=class_,
+                labels=labels,
+                sample_weight=sample_weight,
+                name=name,
+                ax=ax,
+                hist_ax=hist_ax,
+                **kwargs,
+            )
         curve = reliability_curve(
             y_true,
             y_prob,
@@ -278,6 +316,52 @@ class ReliabilityDisplay:
             class_=class_,
         )
         return display.plot(ax=ax, hist_ax=hist_ax, **kwargs)
+
+    @classmethod
+    def _from_groups(cls, y_true, y_prob, groups, *, labels, sample_weight, **kw):
+        from skts.metrics import _check_groups
+
+        y_true = np.asarray(y_true)
+        y_prob = np.asarray(y_prob)
+        groups = _check_groups(groups, y_true.shape[0])
+        if labels is None:
+            # The columns of the whole, named once: a group may lack a class.
+            labels = np.unique(y_true)
+        w = None if sample_weight is None else np.asarray(sample_weight)
+        name = kw.pop("name")
+        ax, hist_ax = kw.pop("ax"), kw.pop("hist_ax")
+        everything = cls.from_predictions(
+            y_true,
+            y_prob,
+            labels=labels,
+            sample_weight=w,
+            name=f"{'all' if name is None else name} (n={y_true.shape[0]})",
+            ax=ax,
+            hist_ax=hist_ax,
+            **kw,
+        )
+        plot_kw = {k: kw.pop(k) for k in ("n_bins", "strategy", "class_")}
+        everything.group_displays_ = {}
+        for i, g in enumerate(np.unique(groups)):
+            rows = groups == g
+            label = g.item() if hasattr(g, "item") else g
+            everything.group_displays_[label] = cls.from_predictions(
+                y_true[rows],
+                y_prob[rows],
+                labels=labels,
+                sample_weight=None if w is None else w[rows],
+                name=f"{label} (n={int(rows.sum())})",
+                ax=everything.ax_,
+                hist_ax=everything.hist_ax_,
+                kind="line",
+                color=f"C{i + 1}",
+                **plot_kw,
+            )
+            hist = everything.group_displays_[label].hist_
+            for bar in [] if hist is None else hist.patches:
+                # Outlines: the groups' shares stay readable over the whole's.
+                bar.set(fill=False, edgecolor=f"C{i + 1}", linewidth=1.5, alpha=1.0)
+        return everything
 
     @classmethod
     def from_estimator(

@@ -180,3 +180,29 @@ def test_displays_never_guess_which_column_is_which(pyplot):
     disp = ReliabilityDisplay.from_predictions(y, proba, labels=[1, 2, 3])
     assert disp.accuracy[~np.isnan(disp.accuracy)].tolist() == [1.0]
     assert disp.ece == pytest.approx(0.2)
+
+
+def test_one_line_per_group_over_the_whole(pyplot, fitted):
+    _, clf, _, _, X_te, y_te = fitted
+    proba = clf.predict_proba(X_te)
+    # Two honest subpopulations: digits written with more or less ink.
+    groups = np.where(X_te.sum(axis=1) > np.median(X_te.sum(axis=1)), "bold", "thin")
+    disp = ReliabilityDisplay.from_estimator(clf, X_te, y_te, groups=groups)
+    assert sorted(disp.group_displays_) == ["bold", "thin"]
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    for g in ("bold", "thin"):
+        rows = groups == g
+        part = disp.group_displays_[g]
+        # Each line is that group's own curve, named with its size and ECE.
+        curve = reliability_curve(y_te[rows], proba[rows], labels=clf.classes_)
+        full = curve.counts > 0
+        np.testing.assert_allclose(part.line_.get_ydata(), curve.accuracy[full])
+        ece = expected_calibration_error(y_te[rows], proba[rows], labels=clf.classes_)
+        assert f"{g} (n={rows.sum()}) (ECE = {ece:.4f})" in legend
+        assert part.ax_ is disp.ax_
+    # Distinct colours: the whole's bars and each group's line.
+    colours = {disp.group_displays_[g].line_.get_color() for g in ("bold", "thin")}
+    assert len(colours) == 2
+    assert disp.ece == pytest.approx(expected_calibration_error(y_te, proba))
+    with pytest.raises(ValueError, match="one label per sample"):
+        ReliabilityDisplay.from_predictions(y_te, proba, groups=groups[:3])
