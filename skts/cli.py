@@ -532,8 +532,11 @@ def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:
 # Commands.
 
 
-def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict:
-    """Metrics before (T = 1) and after calibration, as plain dicts.
+def _report_pair(
+    logits, y, temperature: float | None, n_bootstrap: int, groups=None
+) -> dict:
+    """Metrics before (T = 1) and after calibration, as plain dicts (with
+    ``groups``, each group's metrics too, under ``"groups"``).
 
     Without bootstrap the metrics are accumulated block by block, so a large
     memory-mapped file is never held in memory as probabilities.
@@ -543,18 +546,48 @@ def _report_pair(logits, y, temperature: float | None, n_bootstrap: int) -> dict
         temps["after"] = temperature
     if _is_dask_array(logits):
         return _report_pair_lazy(logits, y, temps, n_bootstrap)
+
+    def report(rows, t) -> CalibrationReport:
+        z, labels = logits[rows], y[rows]
+        if n_bootstrap == 0:
+            return CalibrationReport(int(z.shape[0]), _report_from_logits(z, labels, t))
+        return _calibration_report_from_logits(
+            z, labels, t, n_bootstrap=n_bootstrap, random_state=0
+        )
+
     out = {}
     for name, t in temps.items():
-        if n_bootstrap == 0:
-            report = CalibrationReport(
-                int(logits.shape[0]), _report_from_logits(logits, y, t)
-            )
-        else:
-            report = _calibration_report_from_logits(
-                logits, y, t, n_bootstrap=n_bootstrap, random_state=0
-            )
-        out[name] = report.to_dict()
+        out[name] = report(slice(None), t).to_dict()
+        if groups is not None:
+            out[name]["groups"] = {
+                str(g): report(np.flatnonzero(groups == g), t).to_dict()
+                for g in np.unique(groups)
+            }
     return out
+
+
+def _load_groups(path: str, n_samples: int) -> NDArray:
+    """A group label per row: any values (numbers or text) in .npy, .npz,
+    .csv or .txt, one per line."""
+    p = Path(path)
+    if p.suffix.lower() in (".csv", ".txt") and p.is_file():
+        try:
+            arr = np.loadtxt(p, dtype=str, ndmin=1, delimiter=",")
+        except (OSError, ValueError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CLIError(f"cannot read groups file {path!r}: {reason}") from None
+    else:
+        arr = np.asarray(_load_array(path, what="groups"))
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise CLIError(f"groups file {path!r} must be 1-D; got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise CLIError(
+            f"the logits have {n_samples} rows but groups file {path!r} has "
+            f"{arr.shape[0]} labels"
+        )
+    return arr
 
 
 def _check_lazy_options(args: argparse.Namespace) -> None:
@@ -569,6 +602,8 @@ def _check_lazy_options(args: argparse.Namespace) -> None:
         )
     if getattr(args, "plot", None):
         raise CLIError("--plot needs the rows in memory; not available with shards")
+    if getattr(args, "groups", None):
+        raise CLIError("--groups needs the rows in memory; not available with shards")
 
 
 def _report_pair_lazy(logits, y, temps: dict, n_bootstrap: int) -> dict:
@@ -735,9 +770,32 @@ def _format_table(metrics: dict) -> str:
     return "\n".join(lines)
 
 
+def _format_groups(metrics: dict) -> str:
+    """Each group's metrics (after calibration, when there is one) beside
+    those of all rows."""
+    when = "after" if "after" in metrics else "before"
+    part = metrics[when]
+    heads = [f"all (n={part['n_samples']})"] + [
+        f"{g} (n={r['n_samples']})" for g, r in part["groups"].items()
+    ]
+    width = max(12, *(len(h) + 2 for h in heads))
+    lines = [
+        f"by group ({when})",
+        f"{'metric':<15}" + "".join(f"{h:>{width}}" for h in heads),
+    ]
+    for name in part["values"]:
+        values = [part["values"][name]] + [
+            r["values"][name] for r in part["groups"].values()
+        ]
+        lines.append(f"{name:<15}" + "".join(f"{v:>{width}.4f}" for v in values))
+    return "\n".join(lines)
+
+
 def _report(args: argparse.Namespace) -> int:
-    inputs = [args.logits, args.labels] + (
-        [args.calibration] if args.calibration else []
+    inputs = (
+        [args.logits, args.labels]
+        + ([args.calibration] if args.calibration else [])
+        + ([args.groups] if args.groups else [])
     )
     _check_outputs([args.plot], inputs, args.force)
     _check_out_suffix(args.plot, (".png", ".pdf", ".svg"))
@@ -756,21 +814,28 @@ def _report(args: argparse.Namespace) -> int:
         if _is_dask_array(logits):
             _dask_backend().DaskRows(logits, y)  # checks the rows: one pass
         t = None if calib is None else calib["temperature"]
-        metrics = _report_pair(logits, y, t, args.bootstrap)
+        groups = None
+        if args.groups:
+            groups = _load_groups(args.groups, logits.shape[0])
+        metrics = _report_pair(logits, y, t, args.bootstrap, groups)
     if args.plot:
-        _plot_reliability(args.plot, logits, y, t, args.force)
+        _plot_reliability(args.plot, logits, y, t, args.force, groups)
     if args.json:
         print(json.dumps({"temperature": t, "metrics": metrics}, indent=2))
     else:
         if t is not None:
             print(f"temperature: {t:.6g}")
         print(_format_table(metrics))
+        if groups is not None:
+            print(_format_groups(metrics))
         if args.plot:
             print(f"reliability diagram -> {args.plot}")
     return 0
 
 
-def _plot_reliability(path: str, logits, y, temperature, force: bool) -> None:
+def _plot_reliability(
+    path: str, logits, y, temperature, force: bool, groups=None
+) -> None:
     try:
         import matplotlib
 
@@ -783,10 +848,21 @@ def _plot_reliability(path: str, logits, y, temperature, force: bool) -> None:
     from skts._display import ReliabilityDisplay
 
     labels = np.arange(logits.shape[1])
-    disp = ReliabilityDisplay.from_predictions(
-        y, softmax(logits, 1.0), labels=labels, name="uncalibrated"
-    )
-    if temperature is not None:
+    if groups is not None:
+        # One diagram (calibrated when there is a temperature), a line per group.
+        t = 1.0 if temperature is None else temperature
+        disp = ReliabilityDisplay.from_predictions(
+            y,
+            softmax(logits, t),
+            labels=labels,
+            name="uncalibrated" if temperature is None else f"T = {t:.4g}",
+            groups=groups,
+        )
+    else:
+        disp = ReliabilityDisplay.from_predictions(
+            y, softmax(logits, 1.0), labels=labels, name="uncalibrated"
+        )
+    if temperature is not None and groups is None:
         ReliabilityDisplay.from_predictions(
             y,
             softmax(logits, temperature),
@@ -972,6 +1048,11 @@ def _build_parser() -> argparse.ArgumentParser:
     inputs(p, labels=True)
     p.add_argument("--calibration", help="JSON from 'skts fit'")
     p.add_argument("--plot", help="write a reliability diagram (.png/.pdf/.svg)")
+    p.add_argument(
+        "--groups",
+        help="a group label per row (.npy, .npz, .csv or .txt): each group's "
+        "metrics beside the overall ones",
+    )
     p.add_argument("--json", action="store_true", help="print JSON, not a table")
     p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
     p.set_defaults(func=_report)

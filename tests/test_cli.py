@@ -12,6 +12,7 @@ import pytest
 from skts import TemperatureScaler
 from skts._temperature import default_temperatures
 from skts.cli import parse_temperatures
+from skts.metrics import calibration_report
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -1110,3 +1111,68 @@ def test_scheduler_runs_the_fit_on_a_running_cluster(shards, tmp_path):
         assert sum(after.values()) > sum(before.values())
     expected = TemperatureScaler(solver="continuous").fit(logits, y)
     assert _json(out)["temperature"] == expected.temperature_
+
+
+def test_report_groups_beside_the_whole(files, tmp_path):
+    folder, logits, y = files
+    groups = np.where(np.arange(300) % 3 == 0, "left", "right")
+    np.savetxt(tmp_path / "groups.txt", groups, fmt="%s")
+    np.save(tmp_path / "groups.npy", (np.arange(300) % 3 == 0).astype(np.int64))
+    calib = tmp_path / "calib.json"
+    assert run(*fit_args(folder, calib), cwd=tmp_path).returncode == 0
+    t = json.loads(calib.read_text())["temperature"]
+    r = run(
+        "report",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--calibration",
+        calib,
+        "--groups",
+        tmp_path / "groups.txt",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    metrics = json.loads(r.stdout)["metrics"]
+    scaler = TemperatureScaler(temperatures=[t]).fit(logits[:300], y[:300])
+    proba = scaler.predict_proba(logits[:300])
+    for name, p in (
+        ("after", proba),
+        ("before", scaler.predict_proba(logits[:300] * t)),
+    ):
+        parts = metrics[name]["groups"]
+        assert sorted(parts) == ["left", "right"]
+        for g in ("left", "right"):
+            rows = groups == g
+            expected = calibration_report(y[:300][rows], p[rows], labels=range(5))
+            assert parts[g]["n_samples"] == rows.sum()
+            for key, value in expected.values.items():
+                assert parts[g]["values"][key] == pytest.approx(value, rel=1e-9)
+    # The table: a column per group, with its size.
+    r = run(
+        "report",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--groups",
+        tmp_path / "groups.npy",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "by group (before)" in r.stdout
+    assert "0 (n=200)" in r.stdout and "1 (n=100)" in r.stdout
+    np.save(tmp_path / "short.npy", np.zeros(299))
+    r = run(
+        "report",
+        "--logits",
+        folder / "val.npy",
+        "--labels",
+        folder / "val_y.npy",
+        "--groups",
+        tmp_path / "short.npy",
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "300 rows", "299 labels")
