@@ -1140,7 +1140,8 @@ def test_report_groups_beside_the_whole(files, tmp_path):
     proba = scaler.predict_proba(logits[:300])
     for name, p in (
         ("after", proba),
-        ("before", scaler.predict_proba(logits[:300] * t)),
+        # (float64: a float32 array times t would round to float32.)
+        ("before", scaler.predict_proba(logits[:300].astype(np.float64) * t)),
     ):
         parts = metrics[name]["groups"]
         assert sorted(parts) == ["left", "right"]
