@@ -7,6 +7,8 @@ from inspect import signature
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import Parallel, delayed
+from scipy.special import logsumexp
 from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
@@ -17,7 +19,8 @@ from sklearn.base import (
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import check_cv, cross_val_predict
-from sklearn.utils import get_tags, indexable
+from sklearn.model_selection._validation import _enforce_prediction_order
+from sklearn.utils import _safe_indexing, get_tags, indexable
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
@@ -28,6 +31,7 @@ from sklearn.utils.metadata_routing import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _assert_all_finite,
+    _check_method_params,
     _num_samples,
     check_is_fitted,
     column_or_1d,
@@ -56,7 +60,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
     log-probabilities) are divided by a temperature ``T > 0`` before the
     softmax. ``T`` is the smallest candidate among the minimisers of the
     log-loss on held-out data, so predicted labels, accuracy and the
-    confusion matrix never change; only the confidence does.
+    confusion matrix never change; only the confidence does. (With
+    ``ensemble``, the default when the estimator is cross-fitted, the
+    forecast is the average over the fold models and the label its argmax.)
 
     Parameters
     ----------
@@ -99,10 +105,28 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         where it pays, see :class:`TemperatureScaler`). The answer does not
         depend on it.
 
+    ensemble : bool or "auto", default="auto"
+        As in :class:`~sklearn.calibration.CalibratedClassifierCV`. ``True``:
+        keep the model fitted on each training fold (``estimators_``, in fold
+        order); one temperature is fitted on their out-of-fold logits, and
+        :meth:`predict_proba` averages ``softmax(z_k(x) / T)`` over the fold
+        models (usually better probabilities than one refitted model; the
+        predicted label, the argmax of that average, can then differ from a
+        single model's). ``False``: the temperature scales ``estimator_``,
+        refitted on all the data. ``"auto"``: ``True`` unless the estimator
+        is a :class:`~sklearn.frozen.FrozenEstimator` (which has no folds).
+
     Attributes
     ----------
     estimator_ : estimator instance
-        The fitted (or frozen) classifier whose logits are scaled.
+        The fitted (or frozen) classifier whose logits are scaled; with
+        ``ensemble``, refitted on all the data too, for inspection (its
+        coefficients, its features), while predictions come from
+        ``estimators_``.
+
+    estimators_ : list of estimator instances
+        With ``ensemble``: the models fitted on each training fold, in the
+        order of the ``cv`` splits (absent otherwise).
 
     classes_ : ndarray of shape (n_classes,)
         Class labels, those of ``estimator_``.
@@ -177,6 +201,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         "response_method": [str],
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "n_jobs": [Integral, None],
+        "ensemble": ["boolean", StrOptions({"auto"})],
     }
 
     def __init__(
@@ -189,6 +214,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         response_method="auto",
         tol=1e-10,
         n_jobs=None,
+        ensemble="auto",
     ):
         self.estimator = estimator
         self.temperatures = temperatures
@@ -197,6 +223,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         self.response_method = response_method
         self.tol = tol
         self.n_jobs = n_jobs
+        self.ensemble = ensemble
 
     def _get_estimator(self):
         if self.estimator is not None:
@@ -249,6 +276,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         estimator = self._get_estimator()
         method = _resolve_method(estimator, self.response_method)
         frozen = isinstance(estimator, FrozenEstimator)
+        ensemble = (not frozen) if self.ensemble == "auto" else bool(self.ensemble)
+        if ensemble and frozen:
+            raise ValueError(
+                "ensemble=True needs models fitted on cross-validation folds; "
+                "a FrozenEstimator is not refitted: use ensemble=False or 'auto'."
+            )
         if not frozen and method not in _AUTO_METHODS:
             raise ValueError(
                 f"response_method={method!r} cannot be cross-fitted "
@@ -290,17 +323,30 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                     f"{classes.tolist()!r}."
                 )
             cv = check_cv(self.cv, y, classifier=True)
-            oof = cross_val_predict(
-                clone(estimator),
-                X,
-                y,
-                cv=cv,
-                method=method,
-                n_jobs=self.n_jobs,
-                # With routing, cross_val_predict routes these again (to the
-                # estimator and the splitter, by their requests).
-                params={**inner_params, **split_params},
-            )
+            if ensemble:
+                fold_models, oof = _cross_fit(
+                    estimator,
+                    X,
+                    y,
+                    cv,
+                    method,
+                    classes,
+                    inner_params,
+                    split_params,
+                    self.n_jobs,
+                )
+            else:
+                oof = cross_val_predict(
+                    clone(estimator),
+                    X,
+                    y,
+                    cv=cv,
+                    method=method,
+                    n_jobs=self.n_jobs,
+                    # With routing, cross_val_predict routes these again (to
+                    # the estimator and the splitter, by their requests).
+                    params={**inner_params, **split_params},
+                )
             logits = _oof_to_logits(oof, method, len(classes))
             fitted = clone(estimator).fit(X, y, **inner_params)
             if not np.array_equal(np.asarray(fitted.classes_), classes):
@@ -318,6 +364,10 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             self.n_jobs,
         )
         self.estimator_ = fitted
+        if ensemble:
+            self.estimators_ = fold_models
+        elif hasattr(self, "estimators_"):
+            del self.estimators_  # a refit without ensemble: no fold models
         self.classes_ = classes
         self.response_method_ = method
         self.temperature_ = result.temperature
@@ -333,6 +383,24 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         check_is_fitted(self)
         return _logits(self.estimator_, X, self.response_method_, len(self.classes_))
 
+    def _ensemble_log_proba(self, X):
+        """``log mean_k softmax(z_k(X) / T)`` over the fold models, or None
+        without ensemble."""
+        check_is_fitted(self)
+        if not hasattr(self, "estimators_"):
+            return None
+        parts = [
+            log_softmax(
+                _fold_logits(est, X, self.response_method_, self.classes_),
+                self.temperature_,
+            )
+            for est in self.estimators_
+        ]
+        with np.errstate(under="ignore"):
+            out = logsumexp(np.stack(parts), axis=0) - np.log(len(parts))
+        # Rows sum to 1 up to rounding; renormalise so they do in float64.
+        return out - logsumexp(out, axis=1, keepdims=True)
+
     def decision_function(self, X):
         """Calibrated logits ``z(X) / temperature_``.
 
@@ -347,6 +415,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             Calibrated logits; for two classes the 1-D score whose sign gives
             ``classes_[1]`` (``> 0``), as scikit-learn does.
         """
+        logits = self._ensemble_log_proba(X)
+        if logits is not None:
+            # The ensemble's calibrated logits: its log-probabilities.
+            if len(self.classes_) == 2:
+                return logits[:, 1] - logits[:, 0]
+            return logits
         logits = self._uncalibrated_logits(X)
         with np.errstate(over="ignore", under="ignore"):
             if len(self.classes_) == 2:
@@ -366,6 +440,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples, n_classes)
             Rows sum to 1, columns follow ``classes_``.
         """
+        log_proba = self._ensemble_log_proba(X)
+        if log_proba is not None:
+            return np.exp(log_proba)
         return softmax(self._uncalibrated_logits(X), self.temperature_)
 
     def predict_log_proba(self, X):
@@ -381,6 +458,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples, n_classes)
             Calibrated log-probabilities.
         """
+        log_proba = self._ensemble_log_proba(X)
+        if log_proba is not None:
+            return log_proba
         return log_softmax(self._uncalibrated_logits(X), self.temperature_)
 
     def predict(self, X):
@@ -396,7 +476,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples,)
             Predicted labels from ``classes_``.
         """
-        logits = self._uncalibrated_logits(X)
+        logits = self._ensemble_log_proba(X)
+        if logits is None:
+            logits = self._uncalibrated_logits(X)
         return self.classes_[np.argmax(logits, axis=1)]
 
     def get_metadata_routing(self):
@@ -539,3 +621,49 @@ def _oof_to_logits(oof, method: str, n_classes: int) -> np.ndarray:
             "columns; the estimator returned non-finite or misshaped values."
         )
     return raw
+
+
+def _fit_fold(estimator, X, y, train, params):
+    """``estimator`` fitted on the rows ``train`` (its fit parameters sliced
+    to them, as scikit-learn's cross-validation does)."""
+    fold_params = _check_method_params(X, params=params, indices=train)
+    return estimator.fit(_safe_indexing(X, train), y[train], **fold_params)
+
+
+def _fold_response(estimator, X, method: str, classes) -> np.ndarray:
+    """``estimator``'s response with one column per class of ``classes``, as
+    :func:`~sklearn.model_selection.cross_val_predict` lays it out (a class
+    missing from the fold's training data gets its fill value)."""
+    response = getattr(estimator, method)(X)
+    seen = np.searchsorted(classes, np.asarray(estimator.classes_))
+    return _enforce_prediction_order(seen, response, len(classes), method)
+
+
+def _fold_logits(estimator, X, method: str, classes) -> np.ndarray:
+    """Checked logits of one fold model on ``X``."""
+    with np.errstate(divide="ignore"):
+        return _oof_to_logits(
+            _fold_response(estimator, X, method, classes), method, len(classes)
+        )
+
+
+def _cross_fit(estimator, X, y, cv, method, classes, params, split_params, n_jobs):
+    """The fold models (in split order) and their out-of-fold responses."""
+    splits = list(cv.split(X, y, **split_params))
+    test = np.concatenate([t for _, t in splits])
+    if test.shape[0] != _num_samples(X) or np.unique(test).shape[0] != test.shape[0]:
+        raise ValueError(
+            "cv must partition the data: with ensemble=True every sample must be "
+            "in exactly one test fold."
+        )
+    models = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_fold)(clone(estimator), X, y, train, params) for train, _ in splits
+    )
+    parts = [
+        _fold_response(model, _safe_indexing(X, t), method, classes)
+        for model, (_, t) in zip(models, splits, strict=True)
+    ]
+    oof = np.empty((test.shape[0], *np.shape(parts[0])[1:]), dtype=np.float64)
+    for part, (_, t) in zip(parts, splits, strict=True):
+        oof[t] = part
+    return models, oof

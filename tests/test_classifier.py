@@ -10,11 +10,14 @@ from sklearn.datasets import load_digits, make_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.model_selection import (
     GridSearchCV,
+    KFold,
     StratifiedKFold,
     cross_val_predict,
     cross_val_score,
+    cross_validate,
     train_test_split,
 )
 from sklearn.naive_bayes import GaussianNB
@@ -24,7 +27,7 @@ from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
 from skts import TemperatureScaledClassifier, TemperatureScaler
-from skts._temperature import default_temperatures, nll_many
+from skts._temperature import default_temperatures, nll_many, softmax
 
 
 @pytest.fixture(scope="module")
@@ -503,3 +506,126 @@ def test_skops_round_trip_trusts_only_skts_types(digits, tmp_path):
     assert sio.loads(data, trusted=["skts._scaler.TemperatureScaler"]).temperature_ == (
         scaler.temperature_
     )
+
+
+# --------------------------------------------------------------------------
+# ensemble: scikit-learn's CalibratedClassifierCV semantics.
+
+
+def test_ensemble_keeps_scikit_learns_fold_models_and_averages_them(digits):
+    _, X_train, X_val, y_train, _ = digits
+    est = LogisticRegression(C=100.0, max_iter=3000)
+    cv = StratifiedKFold(5)
+    clf = TemperatureScaledClassifier(est, cv=cv).fit(X_train, y_train)  # "auto"
+    # The fold models: those scikit-learn fits on the same folds, in order.
+    folds = cross_validate(est, X_train, y_train, cv=cv, return_estimator=True)
+    assert len(clf.estimators_) == 5
+    for mine, theirs in zip(clf.estimators_, folds["estimator"], strict=True):
+        np.testing.assert_allclose(mine.coef_, theirs.coef_)
+    # One temperature, fitted on their out-of-fold logits.
+    oof = cross_val_predict(est, X_train, y_train, cv=cv, method="decision_function")
+    assert clf.temperature_ == TemperatureScaler().fit(oof, y_train).temperature_
+    # predict_proba: the mean of softmax(z_k / T) over the fold models.
+    t = clf.temperature_
+    by_hand = np.mean(
+        [softmax(m.decision_function(X_val), t) for m in folds["estimator"]], axis=0
+    )
+    np.testing.assert_allclose(clf.predict_proba(X_val), by_hand, rtol=1e-12)
+    np.testing.assert_allclose(
+        clf.predict_log_proba(X_val), np.log(by_hand), rtol=1e-10
+    )
+    np.testing.assert_array_equal(clf.predict(X_val), by_hand.argmax(axis=1))
+    np.testing.assert_allclose(
+        clf.decision_function(X_val), np.log(by_hand), rtol=1e-10
+    )
+    # estimator_ is still the model refitted on all the data (for inspection).
+    refit = clone(est).fit(X_train, y_train)
+    np.testing.assert_allclose(clf.estimator_.coef_, refit.coef_)
+
+
+def test_ensemble_gives_better_probabilities_on_digits(digits):
+    # The measurement: 0.129 (averaged folds) against 0.138 (one
+    # refitted model) for a cross-fitted LogisticRegression on digits.
+    _, X_train, X_val, y_train, y_val = digits
+    est = LogisticRegression(C=100.0, max_iter=3000)
+    averaged = TemperatureScaledClassifier(est, ensemble=True).fit(X_train, y_train)
+    single = TemperatureScaledClassifier(est, ensemble=False).fit(X_train, y_train)
+    assert not hasattr(single, "estimators_")
+    assert averaged.temperature_ == single.temperature_  # the same OOF logits
+    assert log_loss(y_val, averaged.predict_proba(X_val)) < log_loss(
+        y_val, single.predict_proba(X_val)
+    )
+
+
+def test_ensemble_against_calibrated_classifier_cv(digits):
+    sklearn = pytest.importorskip("sklearn")
+    if tuple(int(p) for p in sklearn.__version__.split(".")[:2]) < (1, 8):
+        pytest.skip("CalibratedClassifierCV(method='temperature') is new in 1.8")
+    from sklearn.calibration import CalibratedClassifierCV
+
+    _, X_train, X_val, y_train, y_val = digits
+    est = LogisticRegression(C=100.0, max_iter=3000)
+    theirs = CalibratedClassifierCV(est, method="temperature", ensemble=True).fit(
+        X_train, y_train
+    )
+    mine = TemperatureScaledClassifier(est).fit(X_train, y_train)
+    # The same folds, the same fold models; both average over them.
+    assert len(theirs.calibrated_classifiers_) == len(mine.estimators_)
+    for cal, model in zip(
+        theirs.calibrated_classifiers_, mine.estimators_, strict=True
+    ):
+        np.testing.assert_allclose(cal.estimator.coef_, model.coef_)
+    # One exact temperature on all the out-of-fold logits is at least as good
+    # here as one temperature per fold.
+    assert (
+        log_loss(y_val, mine.predict_proba(X_val))
+        <= log_loss(y_val, theirs.predict_proba(X_val)) * 1.02
+    )
+
+
+def test_ensemble_with_a_class_missing_from_a_training_fold():
+    X, y = make_classification(
+        n_samples=90, n_classes=3, n_informative=4, random_state=0
+    )
+    y[:2] = 3  # a rare class: absent from some training folds
+    clf = TemperatureScaledClassifier(
+        LogisticRegression(max_iter=1000), cv=KFold(3), ensemble=True
+    )
+    clf.fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (90, 4)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.isfinite(clf.predict_log_proba(X)).all()
+
+
+def test_ensemble_needs_folds_and_refits_cleanly(digits):
+    model, X_train, X_val, y_train, y_val = digits
+    with pytest.raises(ValueError, match="ensemble=True needs models fitted on"):
+        TemperatureScaledClassifier(FrozenEstimator(model), ensemble=True).fit(
+            X_val, y_val
+        )
+    frozen = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    assert not hasattr(frozen, "estimators_")  # "auto": no folds to keep
+    clf = TemperatureScaledClassifier(LogisticRegression(max_iter=500), cv=3)
+    clf.fit(X_train, y_train)
+    assert len(clf.estimators_) == 3
+    clf.set_params(ensemble=False).fit(X_train, y_train)
+    assert not hasattr(clf, "estimators_")
+    with pytest.raises(ValueError, match="ensemble"):
+        TemperatureScaledClassifier(ensemble="yes").fit(X_train, y_train)
+
+
+def test_ensemble_persists_with_joblib_and_skops(digits, tmp_path):
+    _, X_train, X_val, y_train, _ = digits
+    clf = TemperatureScaledClassifier(LogisticRegression(max_iter=500), cv=3)
+    clf.fit(X_train, y_train)
+    joblib.dump(clf, tmp_path / "clf.joblib")
+    loaded = joblib.load(tmp_path / "clf.joblib")
+    np.testing.assert_array_equal(loaded.predict_proba(X_val), clf.predict_proba(X_val))
+    sio = pytest.importorskip("skops.io")
+    sio.dump(clf, tmp_path / "clf.skops")
+    untrusted = sio.get_untrusted_types(file=tmp_path / "clf.skops")
+    assert untrusted == ["skts._classifier.TemperatureScaledClassifier"]
+    loaded = sio.load(tmp_path / "clf.skops", trusted=untrusted)
+    assert len(loaded.estimators_) == 3
+    np.testing.assert_array_equal(loaded.predict_proba(X_val), clf.predict_proba(X_val))

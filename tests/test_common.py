@@ -9,7 +9,8 @@ from skts import TemperatureScaledClassifier
 
 @parametrize_with_checks(
     [
-        TemperatureScaledClassifier(),
+        TemperatureScaledClassifier(),  # ensemble="auto": averaged fold models
+        TemperatureScaledClassifier(ensemble=False),
         TemperatureScaledClassifier(LogisticRegression(C=10.0)),
         TemperatureScaledClassifier(GaussianNB()),
         TemperatureScaledClassifier(GaussianNB(), solver="continuous"),
