@@ -377,6 +377,7 @@ class ReliabilityDisplay:
         name=None,
         ax=None,
         hist_ax=None,
+        groups=None,
         **kwargs,
     ):
         """Reliability diagram of a fitted classifier's ``predict_proba`` on ``(X, y)``.
@@ -389,7 +390,7 @@ class ReliabilityDisplay:
             Input data (held out from the fits).
         y : array-like of shape (n_samples,)
             True labels.
-        n_bins, strategy, class_, sample_weight, ax, hist_ax, **kwargs
+        n_bins, strategy, class_, sample_weight, ax, hist_ax, groups, **kwargs
             See :meth:`from_predictions`.
         name : str, default=None
             Legend name; default the estimator's class name.
@@ -417,6 +418,7 @@ class ReliabilityDisplay:
             name=name,
             ax=ax,
             hist_ax=hist_ax,
+            groups=groups,
             **kwargs,
         )
 
