@@ -87,17 +87,9 @@ def _as_logits(logits: da.Array, name: str = "logits") -> da.Array:
 def _along(x, chunks: tuple[int, ...], name: str, n_samples: int):
     """A 1-D array beside the logits: a NumPy array stays one (each task gets
     its slice), a Dask array is chunked like the logits' rows."""
-    if not is_dask_array(x):
+    lazy = is_dask_array(x)
+    if not lazy:
         x = np.asarray(x)
-        if x.ndim == 2 and x.shape[1] == 1:
-            x = x[:, 0]
-        if x.ndim != 1:
-            raise ValueError(f"{name} must be 1-D; got shape {x.shape!r}.")
-        if x.shape[0] != n_samples:
-            raise ValueError(
-                f"logits has {n_samples} rows but {name} has {x.shape[0]} values."
-            )
-        return x
     if x.ndim == 2 and x.shape[1] == 1:
         x = x[:, 0]
     if x.ndim != 1:
@@ -106,7 +98,7 @@ def _along(x, chunks: tuple[int, ...], name: str, n_samples: int):
         raise ValueError(
             f"logits has {n_samples} rows but {name} has {x.shape[0]} values."
         )
-    return x.rechunk((chunks,))
+    return x.rechunk((chunks,)) if lazy else x
 
 
 # A piece holds at most this many logits (32 MiB of float32): tasks stay
@@ -177,17 +169,18 @@ def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
         i, j = (int(v[0]) for v in np.nonzero(bad))
         value = z[i, j].item()
         return fail(f"logits must be finite; got {value!r} at row {offset + i}.")
+    # (skts._scaler's checks, here as messages with global positions:
+    # this module sits below _scaler, which dispatches to it.)
     if y.dtype.kind not in "iubf":
         return fail(f"y must contain integer class indices; got dtype {y.dtype}.")
-    if y.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            fractional = ~np.isfinite(y) | (y != np.round(y))
-        if fractional.any():
-            i = int(np.flatnonzero(fractional)[0])
-            return fail(
-                f"y must contain integer class indices; got {y[i].item()!r} at "
-                f"position {offset + i}."
-            )
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(y) | (y != np.round(y)) if y.dtype.kind == "f" else None
+    if bad is not None and bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        return fail(
+            f"y must contain integer class indices; got {y[i].item()!r} at "
+            f"position {offset + i}."
+        )
     outside = (y < 0) | (y >= n_classes)
     if outside.any():
         i = int(np.flatnonzero(outside)[0])
