@@ -619,6 +619,10 @@ def _report_pair_lazy(logits, y, temps: dict, n_bootstrap: int) -> dict:
     backend = _dask_backend()
     n, k = logits.shape
     y = backend._along(y, logits.chunks[0], "labels", n)
+    if not _is_dask_array(y):  # one labels file beside shards of logits
+        import dask.array as da
+
+        y = da.from_array(y, chunks=(logits.chunks[0],))
     pairs = list(zip(logits.to_delayed().ravel(), y.to_delayed().ravel(), strict=True))
     part = dask.delayed(_report_sums_from_logits, pure=True)
     tasks = {name: [part(z, yy, t) for z, yy in pairs] for name, t in temps.items()}

@@ -952,6 +952,19 @@ def test_shards_fit_report_apply_equal_the_single_file(shards, tmp_path):
     for when in ("before", "after"):
         for name, value in a["metrics"][when]["values"].items():
             assert b["metrics"][when]["values"][name] == pytest.approx(value, 1e-12)
+    # Shards of logits beside one labels file: the same.
+    r = run(
+        "fit",
+        "--logits",
+        folder / "z",
+        "--labels",
+        folder / "all_y.npy",
+        "--out",
+        tmp_path / "mixed.json",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert _json(tmp_path / "mixed.json")["metrics"] == b["metrics"]
     r = run(
         "apply",
         "--logits",
