@@ -846,8 +846,14 @@ def _decide(
     tied.sort()
     exact, rel = _exact_losses(rows, cand[tied])
     low = min(exact)
+    # In the evaluator's precision: decimal's default context keeps 28 digits,
+    # which would merge losses that differ in the 35th.
+    ctx = _hp_context()
+    top = ctx.multiply(low, ctx.add(1, rel))
     chosen = next(
-        i for i, v in zip(tied, exact, strict=True) if v * (1 - rel) <= low * (1 + rel)
+        i
+        for i, v in zip(tied, exact, strict=True)
+        if ctx.multiply(v, ctx.subtract(1, rel)) <= top
     )
     loss = values[chosen]
     if not np.isfinite(loss):

@@ -342,6 +342,19 @@ def test_near_tie_is_decided_exactly():
         assert [result.temperature] == brute_force(logits, y, grid)
 
 
+def test_losses_differing_in_the_35th_digit_are_told_apart():
+    # Found by hypothesis: the row (4e-35, 0) with label 1 makes the loss grow
+    # by 2e-35 / T, the separable row pulls towards T -> 0 by exp(-250 / T).
+    # The losses at T = 0.25 and 0.5 agree to 34 digits; T = 0.5 is smaller,
+    # by 2e-35 (decimal's default 28-digit context would call them equal).
+    logits = np.array([[4.0e-35, 0.0], [0.0, 250.0]])
+    y = np.array([1, 1])
+    grid = [0.25, 0.5, 4.0]
+    for weights in (None, np.array([1.0, 1.0])):
+        result = grid_search(logits, y, np.array(grid), weights)
+        assert [result.temperature] == exact_choices(logits, y, grid, weights) == [0.5]
+
+
 def test_long_plateau_of_equal_losses():
     # Huge margins: L(T) underflows to exactly 0 for every small T.
     logits = np.array([[0.0, 800.0], [900.0, 0.0], [0.0, 1000.0]])
