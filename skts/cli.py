@@ -545,7 +545,7 @@ def _report_pair(
     if temperature is not None:
         temps["after"] = temperature
     if _is_dask_array(logits):
-        return _report_pair_lazy(logits, y, temps, n_bootstrap)
+        return _report_pair_lazy(logits, y, temps)
 
     def report(rows, t) -> CalibrationReport:
         z, labels = logits[rows], y[rows]
@@ -606,14 +606,10 @@ def _check_lazy_options(args: argparse.Namespace) -> None:
         raise CLIError("--groups needs the rows in memory; not available with shards")
 
 
-def _report_pair_lazy(logits, y, temps: dict, n_bootstrap: int) -> dict:
+def _report_pair_lazy(logits, y, temps: dict) -> dict:
     """:func:`_report_pair` on a Dask array: one reduction over the chunks,
-    both temperatures at once (the inputs were checked by the fit's pass)."""
-    if n_bootstrap:
-        raise CLIError(
-            "--bootstrap resamples rows in memory; it is not available with "
-            "shards or --scheduler"
-        )
+    both temperatures at once (the inputs were checked by the fit's pass;
+    ``--bootstrap`` was refused by :func:`_check_lazy_options`)."""
     import dask
 
     backend = _dask_backend()
