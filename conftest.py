@@ -19,8 +19,8 @@ _DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 
 def pytest_collection_modifyitems(config, items):
     """Skip, with a reason, what cannot run here: doctest pages that read the
-    shared CIFAR logits when they are absent, pages that need Dask when it is
-    not installed, and pages that need a newer
+    shared CIFAR logits when they are absent, pages that need Dask or
+    PyTorch when they are not installed, and pages that need a newer
     scikit-learn than the oldest one supported (the oldest-versions job runs
     the suite on scikit-learn 1.7)."""
     import pytest
@@ -35,6 +35,12 @@ def pytest_collection_modifyitems(config, items):
         has_dask = True
     except ImportError:
         has_dask = False
+    try:
+        import torch  # noqa: F401
+
+        has_torch = True
+    except ImportError:
+        has_torch = False
     for item in items:
         path = Path(str(item.fspath))
         if path.suffix != ".md":
@@ -52,6 +58,15 @@ def pytest_collection_modifyitems(config, items):
                 pytest.mark.skip(
                     reason=f"{path.name} runs on Dask, which is not installed "
                     "(pip install 'skts[dask]')"
+                )
+            )
+        elif not has_torch and "import numpy as np, torch" in path.read_text(
+            encoding="utf-8"
+        ):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"{path.name} trains a PyTorch network; PyTorch is "
+                    "not installed (pip install torch)"
                 )
             )
         elif old_sklearn and path.name == "reproduction.md":

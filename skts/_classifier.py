@@ -37,6 +37,14 @@ from sklearn.utils.validation import (
     column_or_1d,
 )
 
+from skts._array_api import (
+    check_same_space,
+    host_logits,
+    is_foreign,
+    namespace,
+    space,
+    to_numpy,
+)
 from skts._scaler import (
     _check_logits,
     _check_temperatures,
@@ -263,16 +271,22 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         self : TemperatureScaledClassifier
             The fitted classifier.
         """
+        # Under array_api_dispatch the estimator gets y as given (in X's
+        # namespace); the calibration reads a NumPy copy (O(n)).
+        y_fit = y
+        y = _host(y)
         if np.asarray(y).dtype.kind == "f":
             _assert_all_finite(np.asarray(y), input_name="y")
         check_classification_targets(y)
         y = column_or_1d(y, warn=True)
+        if y_fit is not None and not is_foreign(y_fit):
+            y_fit = y
         X, y = indexable(X, y)
         n_samples = _num_samples(X)
         if n_samples == 0:
             raise ValueError("X is empty: need at least 1 sample to fit.")
         temperatures = _check_temperatures(self.temperatures)
-        sample_weight = _check_weights(sample_weight, n_samples)
+        sample_weight = _check_weights(_host(sample_weight), n_samples)
         estimator = self._get_estimator()
         method = _resolve_method(estimator, self.response_method)
         frozen = isinstance(estimator, FrozenEstimator)
@@ -298,7 +312,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             inner_params, split_params = dict(fit_params), {}
             if sample_weight is not None and not frozen:
                 if "sample_weight" in signature(estimator.fit).parameters:
-                    inner_params["sample_weight"] = sample_weight
+                    inner_params["sample_weight"] = _like(sample_weight, X)
                 else:
                     warnings.warn(
                         f"{type(estimator).__name__}.fit does not accept "
@@ -312,7 +326,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             fitted = estimator
             # An unfitted model inside FrozenEstimator: scikit-learn's error.
             check_is_fitted(fitted.estimator)
-            classes = np.asarray(fitted.classes_)
+            classes = _host(fitted.classes_)
             y_idx = _encode_seen(y, classes)
             logits = _logits(fitted, X, method, len(classes))
         else:
@@ -327,7 +341,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 fold_models, oof = _cross_fit(
                     estimator,
                     X,
-                    y,
+                    y_fit,
                     cv,
                     method,
                     classes,
@@ -339,7 +353,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 oof = cross_val_predict(
                     clone(estimator),
                     X,
-                    y,
+                    y_fit,
                     cv=cv,
                     method=method,
                     n_jobs=self.n_jobs,
@@ -348,8 +362,8 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                     params={**inner_params, **split_params},
                 )
             logits = _oof_to_logits(oof, method, len(classes))
-            fitted = clone(estimator).fit(X, y, **inner_params)
-            if not np.array_equal(np.asarray(fitted.classes_), classes):
+            fitted = clone(estimator).fit(X, y_fit, **inner_params)
+            if not np.array_equal(_host(fitted.classes_), classes):
                 raise ValueError(
                     "The refitted estimator's classes_ differ from the labels in y."
                 )
@@ -364,6 +378,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             self.n_jobs,
         )
         self.estimator_ = fitted
+        self._fit_space = space(X)
         if ensemble:
             self.estimators_ = fold_models
         elif hasattr(self, "estimators_"):
@@ -415,17 +430,19 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             Calibrated logits; for two classes the 1-D score whose sign gives
             ``classes_[1]`` (``> 0``), as scikit-learn does.
         """
+        check_is_fitted(self)
+        check_same_space(self, X, "decision_function")
         logits = self._ensemble_log_proba(X)
         if logits is not None:
             # The ensemble's calibrated logits: its log-probabilities.
             if len(self.classes_) == 2:
-                return logits[:, 1] - logits[:, 0]
-            return logits
+                return _like(logits[:, 1] - logits[:, 0], X)
+            return _like(logits, X)
         logits = self._uncalibrated_logits(X)
         with np.errstate(over="ignore", under="ignore"):
             if len(self.classes_) == 2:
-                return (logits[:, 1] - logits[:, 0]) / self.temperature_
-            return logits / self.temperature_
+                return _like((logits[:, 1] - logits[:, 0]) / self.temperature_, X)
+            return _like(logits / self.temperature_, X)
 
     def predict_proba(self, X):
         """Calibrated probabilities ``softmax(z(X) / temperature_)``.
@@ -440,10 +457,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples, n_classes)
             Rows sum to 1, columns follow ``classes_``.
         """
+        check_is_fitted(self)
+        check_same_space(self, X, "predict_proba")
         log_proba = self._ensemble_log_proba(X)
         if log_proba is not None:
-            return np.exp(log_proba)
-        return softmax(self._uncalibrated_logits(X), self.temperature_)
+            return _like(np.exp(log_proba), X)
+        return _like(softmax(self._uncalibrated_logits(X), self.temperature_), X)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
@@ -458,10 +477,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples, n_classes)
             Calibrated log-probabilities.
         """
+        check_is_fitted(self)
+        check_same_space(self, X, "predict_log_proba")
         log_proba = self._ensemble_log_proba(X)
         if log_proba is not None:
-            return log_proba
-        return log_softmax(self._uncalibrated_logits(X), self.temperature_)
+            return _like(log_proba, X)
+        return _like(log_softmax(self._uncalibrated_logits(X), self.temperature_), X)
 
     def predict(self, X):
         """Class of the largest logit (the first on ties): unchanged by ``T``.
@@ -476,10 +497,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples,)
             Predicted labels from ``classes_``.
         """
+        check_is_fitted(self)
+        check_same_space(self, X, "predict")
         logits = self._ensemble_log_proba(X)
         if logits is None:
             logits = self._uncalibrated_logits(X)
-        return self.classes_[np.argmax(logits, axis=1)]
+        return _like(self.classes_[np.argmax(logits, axis=1)], X)
 
     def get_metadata_routing(self):
         """Get metadata routing of this object.
@@ -521,6 +544,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         tags = super().__sklearn_tags__()
         estimator = LogisticRegression() if self.estimator is None else self.estimator
         inner = get_tags(estimator)
+        tags.array_api_support = inner.array_api_support
         tags.input_tags.sparse = inner.input_tags.sparse
         tags.input_tags.allow_nan = inner.input_tags.allow_nan
         return tags
@@ -563,10 +587,31 @@ def _encode_seen(y, classes) -> np.ndarray:
     return order[np.searchsorted(classes, y, sorter=order)]
 
 
+def _host(a):
+    """A NumPy array of an estimator's output or of labels, wherever they
+    live (under ``array_api_dispatch`` they may be tensors on a device:
+    responses are n x n_classes, a small copy beside X)."""
+    if a is None or not is_foreign(a):
+        return a if a is None else np.asarray(a)
+    xp, _ = namespace(a)
+    if xp is None:
+        return np.asarray(host_logits(a, "the estimator's output"))
+    return to_numpy(a, xp)
+
+
+def _like(result, X):
+    """``result`` in the namespace and on the device of ``X`` (under
+    ``array_api_dispatch``), else as it is."""
+    xp, device = namespace(X)
+    if xp is None:
+        return result
+    return xp.asarray(result, device=device)
+
+
 def _as_logits(response, method: str, n_classes: int) -> np.ndarray:
     """Turn a response into ``(n_samples, n_classes)`` logits (no checks but
     the dtype: scores are floats; integer or string outputs are labels)."""
-    response = np.asarray(response)
+    response = _host(response)
     if response.dtype.kind not in "f":
         raise ValueError(
             f"response_method={method!r} returned {response.dtype} values, not "
@@ -607,7 +652,7 @@ def _oof_to_logits(oof, method: str, n_classes: int) -> np.ndarray:
     fold with the smallest float (or a probability of 0); those entries get the
     smallest other logit of their row instead, so every loss stays finite.
     """
-    oof = np.asarray(oof, dtype=np.float64)
+    oof = np.asarray(_host(oof), dtype=np.float64)
     if method != "predict_proba":
         missing = oof == np.finfo(np.float64).min
         if oof.ndim == 2 and missing.any():
@@ -627,15 +672,17 @@ def _fit_fold(estimator, X, y, train, params):
     """``estimator`` fitted on the rows ``train`` (its fit parameters sliced
     to them, as scikit-learn's cross-validation does)."""
     fold_params = _check_method_params(X, params=params, indices=train)
-    return estimator.fit(_safe_indexing(X, train), y[train], **fold_params)
+    return estimator.fit(
+        _safe_indexing(X, train), _safe_indexing(y, train), **fold_params
+    )
 
 
 def _fold_response(estimator, X, method: str, classes) -> np.ndarray:
     """``estimator``'s response with one column per class of ``classes``, as
     :func:`~sklearn.model_selection.cross_val_predict` lays it out (a class
     missing from the fold's training data gets its fill value)."""
-    response = getattr(estimator, method)(X)
-    seen = np.searchsorted(classes, np.asarray(estimator.classes_))
+    response = _host(getattr(estimator, method)(X))
+    seen = np.searchsorted(classes, _host(estimator.classes_))
     return _enforce_prediction_order(seen, response, len(classes), method)
 
 
@@ -649,7 +696,7 @@ def _fold_logits(estimator, X, method: str, classes) -> np.ndarray:
 
 def _cross_fit(estimator, X, y, cv, method, classes, params, split_params, n_jobs):
     """The fold models (in split order) and their out-of-fold responses."""
-    splits = list(cv.split(X, y, **split_params))
+    splits = list(cv.split(X, _host(y), **split_params))
     test = np.concatenate([t for _, t in splits])
     if test.shape[0] != _num_samples(X) or np.unique(test).shape[0] != test.shape[0]:
         raise ValueError(

@@ -531,8 +531,9 @@ class TemperatureCurveDisplay:
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
-            Held-out logits.
+        logits : array-like or tensor of shape (n_samples, n_classes)
+            Held-out logits. Binary logits may be one column, shape
+            ``(n_samples,)``: the logit of class 1, i.e. logits ``(0, d)``.
         y : array-like of shape (n_samples,)
             Class indices in ``0..n_classes-1``.
         temperatures : array-like of shape (n_candidates,), default=None
@@ -553,7 +554,7 @@ class TemperatureCurveDisplay:
         """
         from skts._scaler import _check_temperatures
 
-        logits = _check_logits(logits)
+        logits = _check_logits(logits, warn_probabilities=True)
         y = _check_class_indices(y, logits.shape)
         grid = np.unique(_check_temperatures(temperatures))
         losses = nll_many(logits, y, grid)
@@ -594,7 +595,7 @@ class TemperatureCurveDisplay:
             logits = estimator._uncalibrated_logits(X)
             y = _encode_seen(np.asarray(y), estimator.classes_)
         elif isinstance(estimator, TemperatureScaler):
-            logits = estimator._logits(X)
+            logits, _ = estimator._logits(X, "predict_proba")
         else:
             raise ValueError(
                 "estimator must be a fitted TemperatureScaledClassifier or "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,7 +16,24 @@ from sklearn.utils.validation import (
     column_or_1d,
 )
 
+from skts import _array_api
+from skts._array_api import (
+    Widened,
+    check_same_space,
+    check_widened,
+    check_xp_logits,
+    host_logits,
+    is_foreign,
+    namespace,
+    on_host,
+    space,
+    to_numpy,
+    widen,
+    xp_log_softmax,
+    xp_softmax,
+)
 from skts._temperature import (
+    _blocks,
     _grid_search,
     _Rows,
     _solve_continuous,
@@ -80,7 +98,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ``np.arange(n_classes)``.
 
     n_features_in_ : int
-        Number of logit columns (classes) seen in ``fit``.
+        Number of logit columns (classes) seen in ``fit`` (2 for binary
+        logits of one column).
 
     Raises
     ------
@@ -137,13 +156,19 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        logits : array-like or dask array of shape (n_samples, n_classes)
-            Held-out logits (float32 stays float32 in memory). A Dask array
-            chunked by rows is never gathered: each pass of the search is one
-            Dask reduction on the active scheduler, and ``temperature_`` is
-            the in-memory answer bit for bit (see "Calibrating at scale").
+        logits : array-like, tensor or dask array of shape (n_samples, n_classes)
+            Held-out logits (float32 stays float32 in memory). A tensor in
+            host memory (also one that requires grad) is read in place;
+            float16 and bfloat16 are widened block by block. Binary logits
+            of shape ``(n_samples,)`` or ``(n_samples, 1)`` are the logit of
+            class 1, i.e. logits ``(0, d)``. Under scikit-learn's
+            ``array_api_dispatch``, arrays on a device are searched there
+            (see "Deep-learning logits"). A Dask array chunked by rows is
+            never gathered: each pass of the search is one Dask reduction on
+            the active scheduler, and ``temperature_`` is the in-memory
+            answer bit for bit (see "Calibrating at scale").
 
-        y : array-like or dask array of shape (n_samples,)
+        y : array-like, tensor or dask array of shape (n_samples,)
             True class indices in ``0..n_classes-1``.
 
         sample_weight : array-like or dask array of shape (n_samples,), \
@@ -156,29 +181,46 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             The fitted scaler.
         """
         temperatures = _check_temperatures(self.temperatures)
+        fit_space = space(logits)
         if _is_dask_array(logits):
             from skts._dask import DaskRows
 
             rows = DaskRows(logits, y, sample_weight)
+        elif (xp := _device_namespace(logits)) is not None:
+            logits = _check_device_logits(logits, xp)
+            y = _check_class_indices(_host_labels(y, xp), logits.shape)
+            sample_weight = _check_weights(
+                _host_labels(sample_weight, xp), logits.shape[0]
+            )
+            rows = _array_api.XpRows(logits, y, sample_weight, xp, logits.device)
         else:
-            logits = _check_logits(logits)
-            y = _check_class_indices(y, logits.shape)
-            sample_weight = _check_weights(sample_weight, logits.shape[0])
+            logits = _check_logits(logits, warn_probabilities=True)
+            y = _check_class_indices(_host_labels(y, None), logits.shape)
+            sample_weight = _check_weights(
+                _host_labels(sample_weight, None), logits.shape[0]
+            )
             rows = _Rows(logits, y, sample_weight, self.n_jobs)
         result = _fit_rows(rows, temperatures, self.solver, self.tol)
         self.temperature_ = result.temperature
+        self._fit_space = fit_space
         self.validation_loss_ = result.loss
         self.at_boundary_ = result.at_boundary
         self.classes_ = np.arange(logits.shape[1])
         self.n_features_in_ = logits.shape[1]
         return self
 
-    def _logits(self, logits) -> NDArray:
+    def _logits(self, logits, method: str):
+        """Checked logits, and the array-API namespace to compute in (None:
+        NumPy)."""
         check_is_fitted(self)
+        check_same_space(self, logits, method)
+        xp, _ = namespace(logits)
         if _is_dask_array(logits):
             from skts._dask import _as_logits
 
             logits = _as_logits(logits)
+        elif xp is not None:
+            logits = _check_device_logits(logits, xp)
         else:
             logits = _check_logits(logits)
         if logits.shape[1] != self.n_features_in_:
@@ -186,7 +228,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
                 f"logits has {logits.shape[1]} columns, but TemperatureScaler was "
                 f"fitted with {self.n_features_in_}."
             )
-        return logits
+        return logits, xp
 
     def transform(self, logits):
         """Calibrated logits ``logits / temperature_``.
@@ -199,13 +241,21 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            ``logits / temperature_`` in float64.
+            ``logits / temperature_`` in float64 (an array-API array under
+            ``array_api_dispatch``: in its namespace, on its device, in its
+            floating type, at least float32).
         """
-        logits = self._logits(logits)
+        logits, xp = self._logits(logits, "transform")
+        if xp is not None:
+            return widen(logits, xp) / self.temperature_
         if _is_dask_array(logits):
             return logits.astype(np.float64) / self.temperature_
+        out = np.empty(logits.shape)
         with np.errstate(over="ignore"):
-            return np.asarray(logits, dtype=np.float64) / self.temperature_
+            for rows in _blocks(*logits.shape):
+                block = np.asarray(logits[rows], dtype=np.float64)
+                np.divide(block, self.temperature_, out=out[rows])
+        return out
 
     def predict_proba(self, logits):
         """Calibrated probabilities ``softmax(logits / temperature_)``.
@@ -218,9 +268,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Rows sum to 1.
+            Rows sum to 1 (float64; under ``array_api_dispatch``, in the
+            input's namespace, device and floating type, at least float32).
         """
-        logits = self._logits(logits)
+        logits, xp = self._logits(logits, "predict_proba")
+        if xp is not None:
+            return xp_softmax(logits, xp, self.temperature_)
         if _is_dask_array(logits):
             from skts._dask import softmax_lazy
 
@@ -238,9 +291,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Calibrated log-probabilities.
+            Calibrated log-probabilities (float64; under
+            ``array_api_dispatch``, as :meth:`predict_proba`).
         """
-        logits = self._logits(logits)
+        logits, xp = self._logits(logits, "predict_log_proba")
+        if xp is not None:
+            return xp_log_softmax(logits, xp, self.temperature_)
         if _is_dask_array(logits):
             from skts._dask import log_softmax_lazy
 
@@ -260,12 +316,55 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Predicted class indices; dividing by ``T > 0`` never changes them.
         """
-        return self._logits(logits).argmax(axis=1)
+        logits, xp = self._logits(logits, "predict")
+        if xp is not None:
+            return xp.argmax(logits, axis=1)
+        return logits.argmax(axis=1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.input_tags.one_d_array = True  # binary logits of shape (n,)
+        tags.array_api_support = True
         return tags
+
+
+def _device_namespace(logits):
+    """The array-API namespace whose device the passes run on, or None.
+
+    Under ``array_api_dispatch``, arrays in host memory are read through a
+    zero-copy NumPy view by the NumPy passes (fastest, same bits); arrays on
+    another device run :class:`skts._array_api.XpRows` there.
+    """
+    xp, _ = namespace(logits)
+    if xp is None or (on_host(logits) and not _array_api.FORCE_DEVICE_PASSES):
+        return None
+    return xp
+
+
+def _host_labels(values, xp):
+    """Labels or weights as a NumPy array (they are O(n): a small copy)."""
+    if values is None or not is_foreign(values):
+        return values
+    if xp is None or on_host(values):
+        return host_logits(values, "labels")
+    return to_numpy(values, xp)
+
+
+def _check_device_logits(logits, xp, name: str = "logits"):
+    """Checked logits on their device; binary ``(n,)``/``(n, 1)`` become
+    ``(0, d)``."""
+    if logits.ndim == 1:
+        logits = xp.reshape(logits, (-1, 1))
+    if logits.ndim == 2 and logits.shape[1] == 1:
+        logits = xp.concat([xp.zeros_like(logits), logits], axis=1)
+    logits = check_xp_logits(logits, xp, name)
+    if logits.shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 columns (one per class); got shape "
+            f"{tuple(logits.shape)}."
+        )
+    return logits
 
 
 def _is_dask_array(x) -> bool:
@@ -321,22 +420,57 @@ def _check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
     return arr
 
 
-def _check_logits(logits, name: str = "logits") -> NDArray:
-    """2-D float32/float64 array of finite logits with >= 2 columns."""
+def _check_logits(
+    logits, name: str = "logits", *, warn_probabilities: bool = False
+) -> NDArray:
+    """2-D float32/float64 array of finite logits with >= 2 columns.
+
+    Tensors and other host arrays are read through a zero-copy view;
+    float16/bfloat16 become :class:`~skts._array_api.Widened` (read as
+    float32 block by block). Binary logits of shape ``(n,)`` or ``(n, 1)``
+    are the logit of class 1: they become ``(0, d)``. With
+    ``warn_probabilities``, probabilities passed as logits get a warning.
+    """
+    if is_foreign(logits):
+        logits = host_logits(logits, name)
+    elif isinstance(logits, np.ndarray) and logits.dtype.name in (
+        "float16",
+        "bfloat16",
+    ):
+        logits = Widened(logits)
+    if isinstance(logits, Widened):
+        if len(logits.shape) == 2 and logits.shape[1] != 1:
+            logits = check_widened(logits, name)
+            if warn_probabilities and _look_like_probabilities(logits):
+                _warn_probabilities(name)
+            return logits
+        logits = np.asarray(logits.raw, dtype=np.float32)  # binary: n values
     if hasattr(logits, "ndim") or isinstance(logits, (list, tuple)):
         ndim = np.ndim(logits)
-        if ndim != 2:
+        if ndim not in (1, 2):
             raise ValueError(
-                f"{name} must be 2-D of shape (n_samples, n_classes); got "
-                f"{ndim}-D input of shape {np.shape(logits)!r}."
+                f"{name} must be 2-D of shape (n_samples, n_classes), or 1-D "
+                f"binary logits; got {ndim}-D input of shape {np.shape(logits)!r}."
             )
+        binary = ndim == 1 or np.shape(logits)[1] == 1
+    else:
+        binary = False
     arr = check_array(
         logits,
         dtype=[np.float64, np.float32],
         input_name=name,
         ensure_min_samples=0,
         ensure_min_features=0,
+        ensure_2d=False,
     )
+    if binary:
+        d = arr.reshape(-1)
+        arr = np.column_stack([np.zeros_like(d), d])
+    elif arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got "
+            f"{arr.ndim}-D input of shape {arr.shape!r}."
+        )
     if arr.shape[0] == 0:
         raise ValueError(
             f"{name} is empty: need at least 1 row, got shape {arr.shape}."
@@ -346,7 +480,33 @@ def _check_logits(logits, name: str = "logits") -> NDArray:
             f"{name} must have at least 2 columns (one per class); got shape "
             f"{arr.shape}."
         )
+    if warn_probabilities and not binary and _look_like_probabilities(arr):
+        _warn_probabilities(name)
     return arr
+
+
+def _warn_probabilities(name: str) -> None:
+    warnings.warn(
+        f"{name} look like probabilities (every entry in [0, 1] and every "
+        "row sums to 1), not logits: pass log-probabilities (np.log(p)) "
+        "or the model's raw logits.",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+def _look_like_probabilities(arr: NDArray) -> bool:
+    """Every entry in [0, 1] and every row summing to 1 (to 1e-3; 1e-2 in
+    half precision). Real logits fail on their first block: the whole input
+    is read only for data that pass it."""
+    tol = 1e-2 if isinstance(arr, Widened) else 1e-3
+    for rows in _blocks(*arr.shape):
+        block = arr[rows]
+        if not (block.min() >= 0.0 and block.max() <= 1.0):
+            return False
+        if not np.all(np.abs(block.sum(axis=1, dtype=np.float64) - 1.0) <= tol):
+            return False
+    return True
 
 
 def _check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:

@@ -353,7 +353,8 @@ class _Rows:
         """The rows ``rows`` (a small subsample) as in-memory arrays."""
         w = self.sample_weight
         return (
-            np.ascontiguousarray(self.logits[rows]),
+            # A copy: the rows may be a reader's scratch block (Widened).
+            np.array(self.logits[rows], order="C"),
             np.asarray(self.y[rows]),
             None if w is None else np.asarray(w[rows]),
         )

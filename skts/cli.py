@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from skts import __version__
+from skts._array_api import Widened, host_logits
 from skts._scaler import (
     _check_class_indices,
     _check_logits,
@@ -44,10 +45,9 @@ from skts._temperature import (
 )
 from skts.metrics import (
     CalibrationReport,
-    _calibration_report_from_logits,
-    _report_from_logits,
     _report_from_sums,
     _report_sums_from_logits,
+    _streamed_reports,
     calibration_report,
 )
 
@@ -84,20 +84,11 @@ def _load_array(
             return np.load(p, mmap_mode="r", allow_pickle=False)
         if suffix == ".npz":
             with np.load(p, allow_pickle=False) as archive:
-                names = list(archive.files)
-                if key is None:
-                    if len(names) != 1:
-                        option = "--key" if what == "logits" else "--labels-key"
-                        raise CLIError(
-                            f"{what} file {path!r} holds {names}; choose one "
-                            f"with {option}"
-                        )
-                    key = names[0]
-                if key not in names:
-                    raise CLIError(
-                        f"{what} file {path!r} has no array {key!r}: {names}"
-                    )
-                return archive[key]
+                return archive[_choose(list(archive.files), key, path, what)]
+        if suffix == ".safetensors":
+            return _load_safetensors(p, what, key)
+        if suffix == ".pt":
+            return _load_torch(p, what, key)
         if suffix in (".csv", ".txt"):
             delimiter = "," if suffix == ".csv" else None
             with warnings.catch_warnings():
@@ -110,8 +101,100 @@ def _load_array(
         raise CLIError(f"cannot read {what} file {path!r}: {reason}") from None
     raise CLIError(
         f"cannot read {what} file {path!r}: unknown extension {suffix!r} "
-        "(use .npy, .npz, .csv or .txt)"
+        "(use .npy, .npz, .safetensors, .pt, .csv or .txt)"
     )
+
+
+def _choose(names: list[str], key: str | None, path: str, what: str) -> str:
+    """The array ``key`` of a file holding several (or its only one)."""
+    if key is None:
+        if len(names) != 1:
+            option = "--key" if what == "logits" else "--labels-key"
+            raise CLIError(
+                f"{what} file {path!r} holds {names}; choose one with {option}"
+            )
+        return names[0]
+    if key not in names:
+        raise CLIError(f"{what} file {path!r} has no array {key!r}: {names}")
+    return key
+
+
+# safetensors dtypes NumPy can memory-map (BF16: as its 16 bits, see Widened).
+_SAFETENSORS_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2",
+    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
+    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
+}  # fmt: skip
+
+
+def _load_safetensors(p: Path, what: str, key: str | None):
+    """One tensor of a ``.safetensors`` file, memory-mapped (no pickle, no
+    copy). The ``safetensors`` package checks the file; its JSON header gives
+    where the tensor's bytes are."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise CLIError(
+            f"reading {what} file {str(p)!r} needs safetensors: "
+            "pip install 'skts[files]'"
+        ) from None
+    with safe_open(str(p), framework="numpy") as fh:  # validates the header
+        names = sorted(fh.keys())
+    key = _choose(names, key, str(p), what)
+    with open(p, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    info = header[key]
+    dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+    if dtype is None:
+        raise CLIError(
+            f"{what} file {str(p)!r}: array {key!r} has dtype {info['dtype']}, "
+            "which skts does not read"
+        )
+    shape = tuple(info["shape"])
+    start, end = info["data_offsets"]
+    if end == start:
+        arr = np.zeros(shape, dtype=dtype)
+    else:
+        arr = np.memmap(p, dtype=dtype, mode="r", offset=8 + size + start, shape=shape)
+    if info["dtype"] == "BF16":
+        return Widened(arr, bits=True) if arr.ndim == 2 else _bf16(arr)
+    return arr
+
+
+def _bf16(bits: NDArray) -> NDArray[np.float32]:
+    """bfloat16 bits as float32 values (exact)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def _load_torch(p: Path, what: str, key: str | None):
+    """A tensor of a ``.pt`` file (``torch.load(weights_only=True)``, which
+    refuses arbitrary pickled code; memory-mapped where the file allows)."""
+    try:
+        import torch
+    except ImportError:
+        raise CLIError(
+            f"reading {what} file {str(p)!r} needs PyTorch (pip install torch); "
+            "or save the tensor as .npy or .safetensors"
+        ) from None
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # the legacy format cannot be memory-mapped
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    if isinstance(obj, dict):
+        names = sorted(k for k, v in obj.items() if isinstance(v, torch.Tensor))
+        obj = obj[_choose(names, key, str(p), what)]
+    if not isinstance(obj, torch.Tensor):
+        raise CLIError(
+            f"{what} file {str(p)!r} holds a {type(obj).__name__}, not a tensor "
+            "(or a dict of tensors)"
+        )
+    if obj.dtype == torch.bfloat16 and obj.ndim != 2:
+        return _bf16(obj.view(torch.int16).numpy())
+    try:
+        return host_logits(obj, f"{what} file {str(p)!r}")
+    except (TypeError, RuntimeError) as exc:
+        raise CLIError(f"cannot read {what} file {str(p)!r}: {exc}") from None
 
 
 def _check_magic(p: Path, suffix: str, what: str) -> None:
@@ -186,7 +269,7 @@ def _load_lazy(path: str, what: str):
         raise CLIError(str(exc).splitlines()[0].rstrip(".")) from None
 
 
-def _load_logits(path: str, key: str | None, lazy: bool = False):
+def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = True):
     if lazy or _is_shards(path):
         arr = _load_lazy(path, "logits")
         if arr.ndim != 2 or arr.dtype.kind not in "fiu":
@@ -201,12 +284,19 @@ def _load_logits(path: str, key: str | None, lazy: bool = False):
     arr = _load_array(path, what="logits", key=key, ndmin=2)
     if arr.dtype.kind not in "fiu":
         raise CLIError(f"logits file {path!r} must hold numbers; got dtype {arr.dtype}")
-    if arr.dtype not in (np.float32, np.float64):
+    if arr.dtype.kind in "iu":
         arr = arr.astype(np.float64)
     try:
-        return _check_logits(arr, name=f"logits file {path!r}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            arr = _check_logits(
+                arr, name=f"logits file {path!r}", warn_probabilities=warn
+            )
     except ValueError as exc:
         raise CLIError(str(exc).rstrip(".")) from None
+    for w in caught:
+        print(f"skts: warning: {w.message}", file=sys.stderr)
+    return arr
 
 
 def _load_labels(
@@ -215,6 +305,8 @@ def _load_labels(
     if _is_shards(path) or _is_dask_array(logits):
         return _load_lazy_labels(path, key, shape, logits, logits_path)
     arr = _load_array(path, what="labels", key=key)
+    if isinstance(arr, Widened):
+        raise CLIError(f"labels file {path!r} must hold integers; got bfloat16")
     arr = np.asarray(arr)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -494,19 +586,28 @@ def _write_rows(
     dtype,
     rows_of: Callable,
     step: int | None = None,
+    bar=None,
 ):
     """Write ``rows_of(slice)`` block by block (``step`` rows) as .npy or .csv."""
     suffix = Path(out).suffix.lower()
     if step is None:
         step = max(1, (1 << 16) // max(n_cols or 1, 1))
+    bar = bar if bar is not None else _NoBar()
     if suffix == ".npy":
+        # Plain writes after the header, not a memory map: the written pages
+        # of a map stay in the process's memory until the kernel flushes them.
         shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
-        for start in range(0, n_rows, step):
-            rows = slice(start, min(start + step, n_rows))
-            arr[rows] = rows_of(rows)
-        arr.flush()
-        del arr
+        header = {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+            "fortran_order": False,
+            "shape": shape,
+        }
+        with open(tmp, "wb") as fh:
+            np.lib.format.write_array_header_2_0(fh, header)
+            for start in range(0, n_rows, step):
+                rows = slice(start, min(start + step, n_rows))
+                np.ascontiguousarray(rows_of(rows), dtype=dtype).tofile(fh)
+                bar.update(rows.stop - rows.start)
     elif suffix in (".csv", ".txt"):
         fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.17g"
         delimiter = "," if suffix == ".csv" else " "
@@ -514,6 +615,7 @@ def _write_rows(
             for start in range(0, n_rows, step):
                 rows = slice(start, min(start + step, n_rows))
                 np.savetxt(fh, rows_of(rows), fmt=fmt, delimiter=delimiter)
+                bar.update(rows.stop - rows.start)
     else:
         raise CLIError(
             f"cannot write {out!r}: unknown extension {suffix!r} (use .npy or .csv)"
@@ -529,41 +631,135 @@ def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:
 
 
 # --------------------------------------------------------------------------
+# Progress on stderr (a terminal only; --quiet silences it).
+
+
+class _NoBar:
+    """What a progress bar does when none is shown: nothing."""
+
+    n = 0
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def reset(self, total=None) -> None:
+        pass
+
+    def set_description(self, desc: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _progress_for(args: argparse.Namespace) -> Callable:
+    """``bar(total, desc)``: a tqdm bar on stderr when it is a terminal (and
+    tqdm is installed), else :class:`_NoBar`."""
+    show = not getattr(args, "quiet", False) and sys.stderr.isatty()
+    if show:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            show = False
+
+    def bar(total: int, desc: str):
+        if not show:
+            return _NoBar()
+        return tqdm(
+            total=total,
+            desc=desc,
+            unit="rows",
+            unit_scale=True,
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+        )
+
+    return bar
+
+
+class _Counted:
+    """Logits whose reads advance a progress bar, one bar length per pass
+    over the rows (every pass of the search reads ``logits[rows]`` by
+    blocks)."""
+
+    ndim = 2
+
+    def __init__(self, logits, bar, desc: str):
+        self.logits, self.bar, self.desc = logits, bar, desc
+        self.shape, self.dtype = logits.shape, logits.dtype
+        self.passes = 1
+        bar.set_description(f"{desc} pass 1")
+
+    def __getitem__(self, rows):
+        block = self.logits[rows]
+        whole = isinstance(rows, slice) and rows.step in (None, 1)
+        if whole and rows.start in (0, None) and self.bar.n:
+            self.passes += 1  # a new pass starts at the first row
+            self.bar.reset()
+            self.bar.set_description(f"{self.desc} pass {self.passes}")
+        self.bar.update(block.shape[0])
+        return block
+
+
+# --------------------------------------------------------------------------
 # Commands.
 
 
 def _report_pair(
-    logits, y, temperature: float | None, n_bootstrap: int, groups=None
+    logits,
+    y,
+    temperature: float | None,
+    n_bootstrap: int,
+    groups=None,
+    *,
+    seed: int = 0,
+    progress=None,
 ) -> dict:
     """Metrics before (T = 1) and after calibration, as plain dicts (with
     ``groups``, each group's metrics too, under ``"groups"``).
 
-    Without bootstrap the metrics are accumulated block by block, so a large
-    memory-mapped file is never held in memory as probabilities.
+    Streamed: the rows are read block by block, bootstrap included, so a
+    large memory-mapped file is never held in memory as probabilities.
     """
     temps = {"before": 1.0}
     if temperature is not None:
         temps["after"] = temperature
     if _is_dask_array(logits):
         return _report_pair_lazy(logits, y, temps)
+    progress = progress or (lambda total, desc: _NoBar())
 
-    def report(rows, t) -> CalibrationReport:
-        z, labels = logits[rows], y[rows]
-        if n_bootstrap == 0:
-            return CalibrationReport(int(z.shape[0]), _report_from_logits(z, labels, t))
-        return _calibration_report_from_logits(
-            z, labels, t, n_bootstrap=n_bootstrap, random_state=0
-        )
+    def reports(z, labels, desc: str) -> dict[str, dict]:
+        with progress(z.shape[0], desc) as bar:
+            parts = _streamed_reports(z, labels, list(temps.values()), n_bootstrap,
+                                      seed, bar)  # fmt: skip
+        return {name: r.to_dict() for name, r in zip(temps, parts, strict=True)}
 
-    out = {}
-    for name, t in temps.items():
-        out[name] = report(slice(None), t).to_dict()
-        if groups is not None:
-            out[name]["groups"] = {
-                str(g): report(np.flatnonzero(groups == g), t).to_dict()
-                for g in np.unique(groups)
-            }
+    out = reports(logits, y, "report")
+    if groups is not None:
+        for g in np.unique(groups):
+            idx = np.flatnonzero(groups == g)
+            part = reports(_Take(logits, idx), y[idx], f"group {g}")
+            for name, r in part.items():
+                out[name].setdefault("groups", {})[str(g)] = r
     return out
+
+
+class _Take:
+    """The rows ``idx`` of ``logits``, read block by block."""
+
+    def __init__(self, logits, idx: NDArray):
+        self.logits, self.idx = logits, idx
+        self.shape = (idx.shape[0], logits.shape[1])
+
+    def __getitem__(self, rows):
+        return self.logits[self.idx[rows]]
 
 
 def _load_groups(path: str, n_samples: int) -> NDArray:
@@ -634,6 +830,7 @@ def _fit(args: argparse.Namespace) -> int:
     _check_out_suffix(args.out, (".json",))
     temperatures = parse_temperatures(args.temperatures)
     _check_lazy_options(args)
+    progress = _progress_for(args)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
         lazy = args.scheduler is not None
         logits = _load_logits(args.logits, args.key, lazy=lazy)
@@ -646,10 +843,23 @@ def _fit(args: argparse.Namespace) -> int:
                 rows = _dask_backend().DaskRows(logits, y)
                 result = _fit_rows(rows, temperatures, args.solver, args.tol)
             else:
-                result = _fit_temperature(
-                    logits, y, temperatures, None, args.solver, args.tol
-                )
-        metrics = _report_pair(logits, y, result.temperature, args.bootstrap)
+                with progress(logits.shape[0], "fit") as bar:
+                    result = _fit_temperature(
+                        _Counted(logits, bar, "fit"),
+                        y,
+                        temperatures,
+                        None,
+                        args.solver,
+                        args.tol,
+                    )
+        metrics = _report_pair(
+            logits,
+            y,
+            result.temperature,
+            args.bootstrap,
+            seed=args.seed,
+            progress=progress,
+        )
     for w in caught:
         print(f"skts fit: warning: {w.message}", file=sys.stderr)
     grid = np.unique(temperatures)
@@ -691,7 +901,9 @@ def _apply(args: argparse.Namespace) -> int:
         _check_out_suffix(o, (".npy", ".csv", ".txt"))
     calib = _load_calibration(args.calibration)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
-        logits = _load_logits(args.logits, args.key, lazy=args.scheduler is not None)
+        logits = _load_logits(
+            args.logits, args.key, lazy=args.scheduler is not None, warn=False
+        )
         return _apply_to(args, calib, logits, outputs)
 
 
@@ -719,29 +931,38 @@ def _apply_to(args, calib, logits, outputs) -> int:
             except ValueError as exc:
                 raise CLIError(str(exc).rstrip(".")) from None
 
+    # The input's precision, at least float32, unless --dtype says otherwise.
+    dtype = np.dtype(
+        args.dtype or (np.float64 if logits.dtype == np.float64 else np.float32)
+    )
+    progress = _progress_for(args)
     with _atomic_outputs(paths, args.force) as temps:
         tmp_of = dict(zip(paths, temps, strict=True))
         if args.out is not None:
             fn = softmax if not args.log else log_softmax
-            _write_rows(
-                tmp_of[args.out],
-                args.out,
-                n,
-                k,
-                np.float64,
-                lambda rows: fn(read(rows), t),
-                step,
-            )
+            with progress(n, "probabilities") as bar:
+                _write_rows(
+                    tmp_of[args.out],
+                    args.out,
+                    n,
+                    k,
+                    dtype,
+                    lambda rows: fn(read(rows), t),
+                    step,
+                    bar,
+                )
         if args.labels_out is not None:
-            _write_rows(
-                tmp_of[args.labels_out],
-                args.labels_out,
-                n,
-                None,
-                np.int64,
-                lambda rows: np.argmax(read(rows), axis=1),
-                step,
-            )
+            with progress(n, "labels") as bar:
+                _write_rows(
+                    tmp_of[args.labels_out],
+                    args.labels_out,
+                    n,
+                    None,
+                    np.int64,
+                    lambda rows: np.argmax(read(rows), axis=1),
+                    step,
+                    bar,
+                )
     print(f"applied T = {t:.6g} to {n} rows -> {', '.join(paths)}")
     return 0
 
@@ -817,7 +1038,15 @@ def _report(args: argparse.Namespace) -> int:
         groups = None
         if args.groups:
             groups = _load_groups(args.groups, logits.shape[0])
-        metrics = _report_pair(logits, y, t, args.bootstrap, groups)
+        metrics = _report_pair(
+            logits,
+            y,
+            t,
+            args.bootstrap,
+            groups,
+            seed=args.seed,
+            progress=_progress_for(args),
+        )
     if args.plot:
         _plot_reliability(args.plot, logits, y, t, args.force, groups)
     if args.json:
@@ -1001,7 +1230,8 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--logits",
             required=True,
-            help=".npy, .npz, .csv or .txt; or a folder or glob of .npy shards "
+            help=".npy, .npz, .safetensors, .pt, .csv or .txt (binary: one "
+            "column, the logit of class 1); or a folder or glob of .npy shards "
             "(read lazily with Dask, in sorted order)",
         )
         p.add_argument("--key", help="array name inside an .npz logits file")
@@ -1019,6 +1249,11 @@ def _build_parser() -> argparse.ArgumentParser:
             help="run on this running dask.distributed scheduler (.npy inputs)",
         )
         p.add_argument("--force", action="store_true", help="overwrite outputs")
+        p.add_argument(
+            "--quiet",
+            action="store_true",
+            help="no progress bars (shown on stderr only when it is a terminal)",
+        )
 
     p = sub.add_parser("demo", help="run the whole story on a real model")
     p.add_argument("--out", default="skts-demo", help="folder for the figures")
@@ -1033,6 +1268,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--tol", type=_tolerance, default=1e-10, help="continuous tolerance, in (0, 1)"
     )
     p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.set_defaults(func=_fit)
 
@@ -1041,6 +1277,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", required=True, help="JSON from 'skts fit'")
     p.add_argument("--out", help="probabilities, .npy or .csv")
     p.add_argument("--log", action="store_true", help="write log-probabilities")
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        help="of the written probabilities (default: the input's, at least float32)",
+    )
     p.add_argument("--labels-out", help="predicted class indices, .npy or .csv")
     p.set_defaults(func=_apply)
 
@@ -1054,7 +1295,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "metrics beside the overall ones",
     )
     p.add_argument("--json", action="store_true", help="print JSON, not a table")
-    p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        help="bootstrap resamples (streamed: any number, bounded memory)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=_report)
     return parser
 

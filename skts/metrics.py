@@ -629,32 +629,86 @@ def _report_from_sums(sums, n_classes, n_bins) -> dict[str, float]:
     }
 
 
-def _report_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
-    """Report values of ``softmax(logits / T)`` computed block by block.
-
-    Memory stays a small buffer however many rows (the command line uses this
-    on memory-mapped files); equal to :func:`calibration_report` without
-    bootstrap, up to the order of summation, but for the log-loss, which is
-    exact here (from the log-softmax, never clipped).
-    """
-    sums = _report_sums_from_logits(logits, y_idx, temperature, n_bins)
-    return _report_from_sums(sums, logits.shape[1], n_bins)
-
-
 def _report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15):
-    """The additive sums behind :func:`_report_from_logits` (a chunk's part of
-    a streamed or distributed report)."""
+    """The additive sums behind the report of ``softmax(logits / T)`` (a
+    chunk's part of a distributed report): see :func:`_streamed_sums`."""
+    sums, _ = _streamed_sums(logits, y_idx, [temperature], 0, None, n_bins)
+    return sums[0]
+
+
+def _streamed_sums(
+    logits, y_idx, temperatures, n_bootstrap: int, seed, n_bins: int = 15, bar=None
+):
+    """The report's sums for each of ``temperatures``, and those of
+    ``n_bootstrap`` resamples, in one read of the rows, block by block.
+
+    Memory stays one block (and one count vector) however many rows and
+    resamples: the command line uses this on memory-mapped files. The
+    log-loss is exact (from the log-softmax, never clipped).
+
+    A resample with replacement is a multinomial count per row. It is drawn
+    block by block: the block's share of the draws left is binomial, then
+    those draws fall uniformly on its rows. That is the distribution of
+    drawing all ``n`` indices at once, and every sum is additive over rows.
+    The resamples depend only on ``seed``, ``n_bootstrap`` and the shape.
+
+    Returns ``(sums, boot)``: arrays of shape ``(n_temperatures, width)``
+    and ``(n_temperatures, n_bootstrap, width)``.
+    """
     from skts._temperature import _blocks, log_softmax
 
-    n_samples, n_classes = logits.shape
-    sums = 0.0
-    for rows in _blocks(n_samples, n_classes):
-        log_proba = log_softmax(logits[rows], temperature)
-        stats = _row_stats(y_idx[rows], np.exp(log_proba), n_bins, log_proba)
-        sums = sums + _report_sums(
-            stats, np.ones(log_proba.shape[0]), n_classes, n_bins
-        )
-    return sums
+    n, k = logits.shape
+    width = 4 + 3 * n_bins + 2 * k * n_bins
+    sums = np.zeros((len(temperatures), width))
+    boot = np.zeros((len(temperatures), n_bootstrap, width))
+    rng = np.random.default_rng(seed)
+    draws_left = np.full(n_bootstrap, n, dtype=np.int64)
+    rows_left = n
+    for rows in _blocks(n, k):
+        z, labels = logits[rows], y_idx[rows]
+        m = z.shape[0]
+        counts = []
+        if n_bootstrap:
+            share = rng.binomial(draws_left, m / rows_left)
+            draws_left -= share
+            counts = [
+                np.bincount(rng.integers(0, m, size=c), minlength=m).astype(float)
+                for c in share
+            ]
+        rows_left -= m
+        for i, t in enumerate(temperatures):
+            log_proba = log_softmax(z, t)
+            stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba)
+            sums[i] += _report_sums(stats, np.ones(m), k, n_bins)
+            for b, w in enumerate(counts):
+                boot[i, b] += _report_sums(stats, w, k, n_bins)
+        if bar is not None:
+            bar.update(m)
+    return sums, boot
+
+
+def _streamed_reports(
+    logits, y_idx, temperatures, n_bootstrap: int = 0, seed=0, bar=None, n_bins=15
+) -> list[CalibrationReport]:
+    """:func:`calibration_report` of ``softmax(logits / T)`` for each of
+    ``temperatures``, streamed (see :func:`_streamed_sums`), with 95%
+    percentile-bootstrap intervals when ``n_bootstrap > 0``."""
+    n, k = logits.shape
+    sums, boot = _streamed_sums(logits, y_idx, temperatures, n_bootstrap, seed,
+                                n_bins, bar)  # fmt: skip
+    level = 0.95
+    alpha = (1.0 - level) / 2.0
+    out = []
+    for i in range(len(temperatures)):
+        values = _report_from_sums(sums[i], k, n_bins)
+        intervals = {}
+        if n_bootstrap:
+            draws = [_report_from_sums(b, k, n_bins) for b in boot[i]]
+            for metric in values:
+                lo, hi = np.quantile([d[metric] for d in draws], [alpha, 1.0 - alpha])
+                intervals[metric] = (float(lo), float(hi))
+        out.append(CalibrationReport(n, values, intervals, level, n_bootstrap))
+    return out
 
 
 @validate_params(
@@ -759,32 +813,6 @@ def calibration_report(
         report.confidence_level,
         report.n_bootstrap,
         per_group,
-    )
-
-
-def _calibration_report_from_logits(
-    logits,
-    y_idx,
-    temperature: float,
-    *,
-    n_bins: int = 15,
-    n_bootstrap: int = 0,
-    confidence_level: float = 0.95,
-    random_state=None,
-) -> CalibrationReport:
-    """:func:`calibration_report` of ``softmax(logits / T)`` with the exact
-    log-loss (from the log-softmax, never clipped)."""
-    from skts._temperature import log_softmax
-
-    log_proba = log_softmax(logits, temperature)
-    return _report(
-        y_idx,
-        np.exp(log_proba),
-        n_bins,
-        n_bootstrap,
-        confidence_level,
-        random_state,
-        log_proba,
     )
 
 
@@ -918,8 +946,9 @@ def temperature_by_group(
     y_true : array-like of shape (n_samples,)
         True class indices in ``0..n_classes-1`` (as for
         :class:`~skts.TemperatureScaler`).
-    logits : array-like of shape (n_samples, n_classes)
-        Held-out logits.
+    logits : array-like or tensor of shape (n_samples, n_classes)
+        Held-out logits. Binary logits may be one column, shape
+        ``(n_samples,)``: the logit of class 1, i.e. logits ``(0, d)``.
     groups : array-like of shape (n_samples,) or "predicted"
         A group label per row, or ``"predicted"``: the predicted class (the
         first argmax of the logits). Do not group by the true class: within
@@ -970,7 +999,7 @@ def temperature_by_group(
     >>> result.overall_temperature, result.temperature.tolist()
     (2.0, [8.0, 1.0])
     """
-    logits = _check_logits(logits)
+    logits = _check_logits(logits, warn_probabilities=True)
     y = _check_class_indices(y_true, logits.shape, name="y_true")
     if isinstance(groups, str):
         groups = np.argmax(logits, axis=1)

@@ -96,7 +96,11 @@ def test_fit_apply_report_round_trip(files, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     proba = np.load(tmp_path / "p.npy")
-    np.testing.assert_allclose(proba, expected.predict_proba(logits[300:]), rtol=1e-12)
+    # float32 logits give float32 probabilities (--dtype float64 asks for more).
+    assert proba.dtype == np.float32
+    np.testing.assert_array_equal(
+        proba, expected.predict_proba(logits[300:]).astype(np.float32)
+    )
     labels = np.loadtxt(tmp_path / "l.csv", dtype=int)
     np.testing.assert_array_equal(labels, logits[300:].argmax(1))
 
@@ -211,7 +215,8 @@ def test_boundary_is_reported(tmp_path):
 def bad(tmp_path, files):
     folder, _, _ = files
     np.save(tmp_path / "nan.npy", np.array([[np.nan, 1.0], [0.0, 1.0]]))
-    np.save(tmp_path / "one_d.npy", np.array([1.0, 2.0]))
+    np.save(tmp_path / "one_d.npy", np.array([1.0, 2.0]))  # binary: fine
+    np.save(tmp_path / "three_d.npy", np.zeros((2, 2, 2)))
     np.save(tmp_path / "y_out.npy", np.array([0, 7] + [0] * 298))
     np.save(tmp_path / "y_short.npy", np.array([0, 1]))
     (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
@@ -258,7 +263,7 @@ def bad(tmp_path, files):
             [
                 "fit",
                 "--logits",
-                "one_d.npy",
+                "three_d.npy",
                 "--labels",
                 "y_short.npy",
                 "--out",
@@ -437,7 +442,7 @@ def bad(tmp_path, files):
                 "--out",
                 "p.npy",
             ],
-            ["must be 2-D"],
+            ["has 2 columns", "fitted on 5 classes"],
         ),
         (
             [
@@ -980,7 +985,7 @@ def test_shards_fit_report_apply_equal_the_single_file(shards, tmp_path):
     assert r.returncode == 0, r.stderr
     expected = TemperatureScaler().fit(logits, y)
     np.testing.assert_array_equal(
-        np.load(tmp_path / "p.npy"), expected.predict_proba(logits)
+        np.load(tmp_path / "p.npy"), expected.predict_proba(logits).astype(np.float32)
     )
     np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), logits.argmax(1))
     r = run(

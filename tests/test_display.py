@@ -162,7 +162,7 @@ def test_hostile_logits_for_the_curve(pyplot):
     with pytest.raises(ValueError, match="logits contains NaN"):
         TemperatureCurveDisplay.from_logits(np.array([[np.nan, 1.0]]), [0])
     with pytest.raises(ValueError, match="logits must be 2-D"):
-        TemperatureCurveDisplay.from_logits(np.array([1.0, 2.0]), [0, 1])
+        TemperatureCurveDisplay.from_logits(np.zeros((2, 2, 2)), [0, 1])
     with pytest.raises(ValueError, match="class indices"):
         TemperatureCurveDisplay.from_logits(np.array([[0.0, 1.0]]), [5])
     with pytest.raises(ValueError, match="temperatures must be finite"):

@@ -146,8 +146,8 @@ def test_bad_temperatures(data, temperatures, match):
         (np.array([[np.nan, 1.0]]), [0], "logits contains NaN"),
         (np.array([[np.inf, 1.0]]), [0], "logits contains infinity"),
         (np.zeros((0, 3)), [], "logits is empty"),
-        (np.array([1.0, 2.0]), [0], "logits must be 2-D"),
-        (np.array([[1.0], [2.0]]), [0, 0], "at least 2 columns"),
+        (np.zeros((2, 2, 2)), [0, 0], "logits must be 2-D"),
+        (np.zeros((2, 0)), [0, 0], "at least 2 columns"),
         (np.array([[1.0, 2.0]]), [0, 1], "logits has 1 rows but y has 2"),
         (np.array([[1.0, 2.0]]), [2], r"y must contain class indices in \[0, 2\)"),
         (np.array([[1.0, 2.0]]), [-1], "class indices"),
@@ -209,7 +209,7 @@ def test_failed_fit_leaves_a_fitted_scaler_unchanged(data):
         (np.full_like(logits, np.nan), y, None),
         (logits, np.full_like(y, 99), None),
         (logits, y, -np.ones(len(y))),
-        (logits[:, :1], y * 0, None),
+        (logits[:, :0], y * 0, None),
     ]
     for bad_logits, bad_y, bad_w in bad_inputs:
         with pytest.raises(ValueError):

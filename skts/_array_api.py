@@ -1,0 +1,502 @@
+"""Logits where deep-learning code keeps them: tensors and array-API arrays.
+
+Two ways in, both without copying the logits:
+
+- :func:`host_logits` reads an array that lives in host memory (a CPU
+  PyTorch tensor, also one that requires grad; a JAX or ``array_api_strict``
+  CPU array; a NumPy float16 array) through a zero-copy NumPy view. float32
+  stays float32. float16 and bfloat16 become :class:`Widened`, which hands
+  each block of rows to the passes as float32 and is never widened whole.
+- :class:`XpRows` runs the passes of the search in the array's own namespace
+  on its own device (scikit-learn's ``array_api_dispatch=True`` with CuPy, a
+  CUDA tensor, ...): one float64 read per pass, as the NumPy float64 passes
+  read them, with the same error bounds. Only per-block sums, a row
+  subsample (the warm start) and, for near-ties, the rows the high-precision
+  evaluator reads one block at a time reach the host.
+
+Neither module-level import pulls in torch or any array library: they are
+recognised by their type's module and their ``__dlpack__``/``device``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from skts._temperature import (
+    _BIG,
+    _EPS,
+    _EXP_FLOOR,
+    _F32_BLOCKS,
+    _FLUSH,
+    _FLUSH_X,
+    _blocks,
+    _derivatives_part,
+    _exact_part,
+    _fold,
+    _nll_part,
+    _normalised_weights,
+    _Rows,
+    _scratch,
+    _slopes_part,
+    _weights_total,
+    _window_part,
+)
+
+_HALF = ("float16", "bfloat16")
+
+# Tests set this to run the device passes on host arrays too.
+FORCE_DEVICE_PASSES = False
+
+
+def _module(x) -> str:
+    return type(x).__module__.split(".")[0]
+
+
+def is_foreign(x) -> bool:
+    """Whether ``x`` is an array of another library (not NumPy, not a list)."""
+    if isinstance(x, np.ndarray | list | tuple):
+        return False
+    return hasattr(x, "__dlpack__") or hasattr(x, "__array_namespace__")
+
+
+def dtype_name(x) -> str:
+    """``'float32'``, ``'bfloat16'``, ... of any array (torch says
+    ``torch.float32``)."""
+    return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1]
+
+
+def on_host(x) -> bool:
+    """Whether the foreign array ``x`` lives in host memory (NumPy can view it)."""
+    mod = _module(x)
+    if mod == "torch":
+        return x.device.type == "cpu"
+    if mod == "array_api_strict":
+        import array_api_strict
+
+        return x.device == array_api_strict.Device("CPU_DEVICE")
+    if mod in ("jax", "jaxlib"):
+        return all(d.platform == "cpu" for d in x.devices())
+    dev = getattr(x, "device", "cpu")
+    return str(getattr(dev, "type", dev)).lower() == "cpu"
+
+
+class Widened:
+    """Half-precision logits that the passes read as float32, block by block.
+
+    Behaves as the 2-D float32 array for what the search and ``softmax`` do
+    with logits: ``shape``, ``dtype`` and ``logits[rows]`` (a float32 copy of
+    those rows only). bfloat16 is kept as its 16 bits: shifted into the top
+    of a float32, exactly its value.
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, raw: NDArray, bits: bool = False):
+        self.raw, self.bits = raw, bits
+        self.shape = raw.shape
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> NDArray[np.float32]:
+        block = self.raw[key]
+        if isinstance(key, slice) and key.step in (None, 1) and block.ndim == 2:
+            # A block of rows, as the passes read them: widened into this
+            # thread's scratch buffer (valid until its next block; every
+            # pass consumes a block before it reads the next). A fresh array
+            # per block costs 3-4 times the conversion itself.
+            out = _scratch("widened", block.shape, np.float32)
+        else:
+            out = np.empty(block.shape, dtype=np.float32)
+        if self.bits:
+            wide = out.view(np.uint32)
+            np.copyto(wide, block.view(np.uint16))
+            np.left_shift(wide, 16, out=wide)
+        else:
+            np.copyto(out, block)
+        return out
+
+    def argmax(self, axis: int = 1) -> NDArray:
+        """Row argmax, block by block (``axis`` must be 1)."""
+        if axis != 1:
+            raise ValueError("Widened logits only take the row argmax (axis=1).")
+        out = np.empty(self.shape[0], dtype=np.intp)
+        for rows in _blocks(*self.shape, _F32_BLOCKS):
+            out[rows] = self[rows].argmax(axis=1)
+        return out
+
+
+def host_logits(x, name: str):
+    """A NumPy view (or :class:`Widened`) of a host array; errors for one on
+    a device, with what to do."""
+    if not on_host(x):
+        raise ValueError(
+            f"{name} lives on device {getattr(x, 'device', '?')}: enable "
+            "sklearn.set_config(array_api_dispatch=True) to calibrate it there, "
+            "or move it to the CPU."
+        )
+    kind = dtype_name(x)
+    if _module(x) == "torch":
+        import torch
+
+        x = x.detach()
+        if kind == "bfloat16":
+            return Widened(x.view(torch.int16).numpy(), bits=True)
+        if x.is_conj() or x.is_neg():
+            x = x.resolve_conj().resolve_neg()
+        arr = x.numpy()
+    else:
+        try:
+            arr = np.from_dlpack(x)
+        except (TypeError, BufferError, RuntimeError, AttributeError):
+            arr = np.asarray(x)
+    if arr.dtype.name in _HALF:
+        return Widened(arr)
+    return arr
+
+
+def check_widened(z: Widened, name: str) -> Widened:
+    """Shape and finiteness of half-precision logits, one block at a time."""
+    if len(z.shape) != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got "
+            f"{len(z.shape)}-D input of shape {z.shape!r}."
+        )
+    if z.shape[0] == 0:
+        raise ValueError(f"{name} is empty: need at least 1 row, got shape {z.shape}.")
+    for rows in _blocks(*z.shape, _F32_BLOCKS):
+        block = z[rows]
+        bad = ~np.isfinite(block)
+        if bad.any():
+            i, j = np.unravel_index(int(np.argmax(bad)), block.shape)
+            raise ValueError(
+                f"{name} must be finite; got {float(block[i, j])!r} at row "
+                f"{rows.start + int(i)}, column {int(j)}."
+            )
+    return z
+
+
+# --------------------------------------------------------------------------
+# The passes in the array's own namespace.
+
+
+def namespace(*arrays):
+    """``(xp, device)`` of foreign arrays under ``array_api_dispatch=True``,
+    else ``(None, None)``."""
+    from sklearn import get_config
+
+    if not get_config().get("array_api_dispatch", False):
+        return None, None
+    present = [a for a in arrays if a is not None and is_foreign(a)]
+    if not present:
+        return None, None
+    from sklearn.utils._array_api import get_namespace
+
+    xp, _ = get_namespace(*present)
+    return xp, present[0].device
+
+
+def to_numpy(x, xp) -> NDArray:
+    from sklearn.utils._array_api import _convert_to_numpy
+
+    return _convert_to_numpy(x, xp)
+
+
+def check_xp_logits(z, xp, name: str):
+    """Shape and finiteness of logits on their device (one reduction); a
+    tensor that requires grad is detached (calibration is not differentiated)."""
+    if _module(z) == "torch":
+        z = z.detach()
+    if z.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got "
+            f"{z.ndim}-D input of shape {tuple(z.shape)!r}."
+        )
+    if z.shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty: need at least 1 row, got shape {tuple(z.shape)}."
+        )
+    if not xp.isdtype(z.dtype, "real floating"):
+        raise ValueError(f"{name} must hold floating-point logits; got {z.dtype}.")
+    finite = xp.isfinite(z)
+    if not bool(xp.all(finite)):
+        flat = xp.reshape(xp.astype(~finite, xp.int8), (-1,))
+        k = int(xp.argmax(flat))
+        i, j = divmod(k, z.shape[1])
+        value = float(xp.reshape(z, (-1,))[k])
+        raise ValueError(
+            f"{name} must be finite; got {value!r} at row {i}, column {j}."
+        )
+    return z
+
+
+def widen(z, xp):
+    """Logits in a floating type of at least float32 (half precision widened)."""
+    if z.dtype in (xp.float32, xp.float64):
+        return z
+    return xp.astype(z, xp.float32)
+
+
+def xp_log_softmax(z, xp, temperature: float):
+    z = widen(z, xp)
+    u = (z - xp.max(z, axis=1, keepdims=True)) / temperature
+    return u - xp.log(xp.sum(xp.exp(u), axis=1, keepdims=True))
+
+
+def xp_softmax(z, xp, temperature: float):
+    z = widen(z, xp)
+    e = xp.exp((z - xp.max(z, axis=1, keepdims=True)) / temperature)
+    return e / xp.sum(e, axis=1, keepdims=True)
+
+
+class _HostBlocks:
+    """The logits as the high-precision evaluator reads them: one block of
+    rows at a time, copied to the host."""
+
+    def __init__(self, logits, xp):
+        self.logits, self.xp = logits, xp
+        self.shape = tuple(logits.shape)
+
+    def __getitem__(self, rows):
+        return to_numpy(self.logits[rows, :], self.xp)
+
+
+class XpRows(_Rows):
+    """Held-out rows in an array-API namespace: the search's passes run
+    there, block by block, in float64 (the NumPy float64 passes' formulas,
+    blocks and error bounds; the float32 passes of the NumPy backend are
+    replaced by float64 ones, whose bounds are tighter).
+
+    The grid answer is the exact rule, hence the NumPy answer, bit for bit;
+    the continuous answer agrees to its tolerance.
+    """
+
+    def __init__(self, logits, y, sample_weight, xp, device):
+        from sklearn.utils._array_api import _max_precision_float_dtype
+
+        self.xp, self.device = xp, device
+        self.logits = logits
+        self.n_samples, self.n_classes = (int(s) for s in logits.shape)
+        self.n_jobs = None
+        self.y_host = y
+        self.w_host = _normalised_weights(sample_weight)
+        self.total = _weights_total(self.w_host, self.n_samples, self.n_classes)
+        self.float = _max_precision_float_dtype(xp, device)
+        if self.float != xp.float64:
+            raise ValueError(
+                f"device {device} has no float64, which the exact search needs; "
+                "move the logits to the CPU."
+            )
+        self.y = xp.asarray(y.astype(np.int64), device=device)
+        w = self.w_host
+        self.scale = (
+            None
+            if w is None
+            else xp.asarray(w / self.total, dtype=xp.float64, device=device)
+        )
+        self.sample_weight = self.w_host  # the host evaluator's weights
+        self._passes = {
+            _nll_part: self._nll,
+            _slopes_part: self._slopes,
+            _derivatives_part: self._derivatives,
+            _window_part: self._window,
+            _exact_part: self._exact,
+        }
+
+    def reduce(self, partial, combine, *args):
+        return _fold(combine, self._passes[partial](*args))
+
+    # -- per block ----------------------------------------------------------
+
+    def _terms(self, rows: slice):
+        """Centred float64 logits, the gap, the row weights and the logits."""
+        xp = self.xp
+        z = xp.astype(self.logits[rows, :], xp.float64)
+        n = z.shape[0]
+        m = xp.max(z, axis=1)
+        d = xp.clip(z - m[:, None], min=-_BIG)
+        flat = xp.arange(n, device=self.device) * self.n_classes + self.y[rows]
+        zy = xp.take(xp.reshape(z, (-1,)), flat)
+        gap = xp.clip(m - zy, max=_BIG)
+        if self.scale is None:
+            scale = xp.full(
+                (n,), 1.0 / self.total, dtype=xp.float64, device=self.device
+            )
+        else:
+            scale = self.scale[rows]
+        return z, d, gap, scale, m, zy
+
+    def _sum(self, scale, r):
+        xp = self.xp
+        return xp.sum(scale * xp.where(scale > 0, r, xp.zeros_like(r)))
+
+    def _row_loss(self, d, gap, t: float):
+        xp = self.xp
+        x = xp.clip(d / t, min=_EXP_FLOOR)
+        return gap / t + xp.log(xp.sum(xp.exp(x), axis=1))
+
+    def _host(self, values) -> NDArray:
+        return to_numpy(self.xp.stack(values), self.xp)
+
+    def _nll_block(self, rows, temperatures) -> NDArray:
+        _, d, gap, scale, _, _ = self._terms(rows)
+        return self._host(
+            [self._sum(scale, self._row_loss(d, gap, float(t))) for t in temperatures]
+        )
+
+    def _each(self, fn, *args):
+        return [fn(rows, *args) for rows in _blocks(self.n_samples, self.n_classes)]
+
+    # -- the passes (the arguments of the NumPy partials) --------------------
+
+    def _nll(self, temperatures):
+        return self._each(self._nll_block, temperatures)
+
+    def _window(self, temperatures, exact_t, spread):
+        def block(rows):
+            est = self._nll_block(rows, temperatures)
+            ref = [self._nll_block(rows, exact_t)] if exact_t.size else []
+            return est, np.zeros_like(est), ref
+
+        return self._each(block)
+
+    def _derivatives(self, betas, precision, second_moment):
+        xp = self.xp
+
+        def block(rows):
+            _, d, gap, scale, _, _ = self._terms(rows)
+            out = []
+            for beta in betas:
+                e = xp.exp(d * beta)
+                s = xp.sum(e, axis=1)
+                ed = e * d
+                mean_d = xp.sum(ed, axis=1) / s
+                if second_moment:
+                    second = xp.sum(ed * d, axis=1) / s
+                    third = xp.clip(second - mean_d * mean_d, min=0.0)
+                else:
+                    third = -mean_d
+                loss = gap * beta + xp.log(s)
+                out.append(
+                    xp.stack([self._sum(scale, r) for r in (loss, mean_d + gap, third)])
+                )
+            return self._host(out)
+
+        return self._each(block)
+
+    def _slopes(self, temperatures, moments, facts):
+        """:func:`skts._temperature._slopes_part` in the array's namespace."""
+        xp = self.xp
+        k_classes = self.n_classes
+        unit = _EPS / 2.0
+
+        def block(rows):
+            z, d, gap, scale, m, zy = self._terms(rows)
+            live = scale > 0
+            found = (False, False, False)
+            if facts:
+                low = xp.min(z, axis=1)
+                found = (
+                    bool(xp.all((zy == m) | ~live)),
+                    bool(xp.all((zy == low) | ~live)),
+                    bool(xp.any((m > low) & live)),
+                )
+            out = []
+            for t in temperatures:
+                x = xp.clip(d / t, min=_EXP_FLOOR)
+                e = xp.exp(x)
+                s = xp.sum(e, axis=1)
+                loss = gap / t + xp.log(s)
+                if not moments:
+                    out.append(xp.stack([self._sum(scale, loss)]))
+                    continue
+                ex = e * x
+                m1x = -xp.sum(ex, axis=1) / s
+                m2x = xp.sum(ex * x, axis=1) / s
+                slope = gap - m1x * t
+                var_x = xp.clip(m2x - m1x * m1x, min=0.0)
+                err = 2.0 * unit * (
+                    2.0 * gap
+                    + (2.0 * k_classes + 12.0) * (m1x * t)
+                    + 4.0 * t * (m2x + m1x * m1x)
+                ) + k_classes * t * (_FLUSH_X + _FLUSH * m1x)
+                out.append(
+                    xp.stack(
+                        [
+                            self._sum(scale, r)
+                            for r in (loss, slope, var_x, err, xp.abs(slope))
+                        ]
+                    )
+                )
+            sums = self._host(out)
+            if not moments:
+                nan = np.full(len(temperatures), np.nan)
+                inf = np.full(len(temperatures), np.inf)
+                sums = np.column_stack([sums[:, 0], nan, nan, inf, inf])
+            return sums, found
+
+        return self._each(block)
+
+    def _exact(self, temperatures):
+        return _exact_part(
+            _HostBlocks(self.logits, self.xp),
+            self.y_host,
+            self.w_host,
+            self.total,
+            temperatures,
+        )
+
+    # -- the rest of _Rows ---------------------------------------------------
+
+    def flat(self) -> bool:
+        xp = self.xp
+        for rows in _blocks(self.n_samples, self.n_classes):
+            z = self.logits[rows, :]
+            varies = xp.max(z, axis=1) != xp.min(z, axis=1)
+            if self.scale is not None:
+                varies = varies & (self.scale[rows] > 0)
+            if bool(xp.any(varies)):
+                return False
+        return True
+
+    def subsample(self, rows: slice):
+        z = to_numpy(self.logits[rows, :], self.xp)
+        if z.dtype.name in _HALF:
+            z = z.astype(np.float32)
+        w = self.w_host
+        return (
+            np.ascontiguousarray(z),
+            np.asarray(self.y_host[rows]),
+            None if w is None else np.asarray(w[rows]),
+        )
+
+
+def space(x) -> tuple[str, str] | None:
+    """The namespace and device ``x`` computes in under ``array_api_dispatch``
+    (None: NumPy, or dispatch off)."""
+    xp, device = namespace(x)
+    if xp is None:
+        return None
+    return xp.__name__, str(device)
+
+
+def check_same_space(estimator, x, method: str) -> None:
+    """Under ``array_api_dispatch``, ``x`` must live where the fit's data did
+    (scikit-learn's rule and message)."""
+    from sklearn import get_config
+
+    if not get_config().get("array_api_dispatch", False):
+        return
+    fitted = getattr(estimator, "_fit_space", None)
+    here = space(x)
+    if fitted == here:
+        return
+    name = type(estimator).__name__
+    where = lambda s: "numpy" if s is None else f"{s[0]} on {s[1]}"  # noqa: E731
+    raise ValueError(
+        f"Inputs passed to {name}.{method}() must use the same namespace and the "
+        f"same device as those passed to fit(): fit used {where(fitted)}, "
+        f"{method} got {where(here)}."
+    )
