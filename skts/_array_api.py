@@ -157,15 +157,25 @@ def host_logits(x, name: str):
     return arr
 
 
-def check_widened(z: Widened, name: str) -> Widened:
-    """Shape and finiteness of half-precision logits, one block at a time."""
-    if len(z.shape) != 2:
+def check_shape(shape: tuple, name: str) -> None:
+    """Logits are 2-D with at least one row and two columns (one per class)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2:
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes); got "
-            f"{len(z.shape)}-D input of shape {z.shape!r}."
+            f"{len(shape)}-D input of shape {shape!r}."
         )
-    if z.shape[0] == 0:
-        raise ValueError(f"{name} is empty: need at least 1 row, got shape {z.shape}.")
+    if shape[0] == 0:
+        raise ValueError(f"{name} is empty: need at least 1 row, got shape {shape}.")
+    if shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 columns (one per class); got shape {shape}."
+        )
+
+
+def check_widened(z: Widened, name: str) -> Widened:
+    """Shape and finiteness of half-precision logits, one block at a time."""
+    check_shape(z.shape, name)
     for rows in _blocks(*z.shape, _F32_BLOCKS):
         block = z[rows]
         bad = ~np.isfinite(block)
@@ -209,15 +219,7 @@ def check_xp_logits(z, xp, name: str):
     tensor that requires grad is detached (calibration is not differentiated)."""
     if _module(z) == "torch":
         z = z.detach()
-    if z.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes); got "
-            f"{z.ndim}-D input of shape {tuple(z.shape)!r}."
-        )
-    if z.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty: need at least 1 row, got shape {tuple(z.shape)}."
-        )
+    check_shape(z.shape, name)
     if not xp.isdtype(z.dtype, "real floating"):
         raise ValueError(f"{name} must hold floating-point logits; got {z.dtype}.")
     finite = xp.isfinite(z)

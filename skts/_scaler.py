@@ -20,6 +20,7 @@ from skts import _array_api
 from skts._array_api import (
     Widened,
     check_same_space,
+    check_shape,
     check_widened,
     check_xp_logits,
     host_logits,
@@ -359,11 +360,6 @@ def _check_device_logits(logits, xp, name: str = "logits"):
     if logits.ndim == 2 and logits.shape[1] == 1:
         logits = xp.concat([xp.zeros_like(logits), logits], axis=1)
     logits = check_xp_logits(logits, xp, name)
-    if logits.shape[1] < 2:
-        raise ValueError(
-            f"{name} must have at least 2 columns (one per class); got shape "
-            f"{tuple(logits.shape)}."
-        )
     return logits
 
 
@@ -444,7 +440,7 @@ def _check_logits(
             if warn_probabilities and _look_like_probabilities(logits):
                 _warn_probabilities(name)
             return logits
-        logits = np.asarray(logits.raw, dtype=np.float32)  # binary: n values
+        logits = np.array(logits[:], dtype=np.float32)  # binary: n values
     if hasattr(logits, "ndim") or isinstance(logits, (list, tuple)):
         ndim = np.ndim(logits)
         if ndim not in (1, 2):
@@ -466,20 +462,7 @@ def _check_logits(
     if binary:
         d = arr.reshape(-1)
         arr = np.column_stack([np.zeros_like(d), d])
-    elif arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes); got "
-            f"{arr.ndim}-D input of shape {arr.shape!r}."
-        )
-    if arr.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty: need at least 1 row, got shape {arr.shape}."
-        )
-    if arr.shape[1] < 2:
-        raise ValueError(
-            f"{name} must have at least 2 columns (one per class); got shape "
-            f"{arr.shape}."
-        )
+    check_shape(arr.shape, name)
     if warn_probabilities and not binary and _look_like_probabilities(arr):
         _warn_probabilities(name)
     return arr

@@ -27,6 +27,22 @@ def _data(n=4000, k=10, seed=0, scale=3.0, t_true=2.0):
     return z, y
 
 
+def _dispatch_problem() -> str | None:
+    """Why scikit-learn's array-API dispatch cannot be enabled here (e.g.
+    scikit-learn 1.7 needs SciPy >= 1.14 for it), or None."""
+    try:
+        with sklearn.config_context(array_api_dispatch=True):
+            return None
+    except (ImportError, RuntimeError) as exc:
+        return str(exc).splitlines()[0]
+
+
+dispatch = pytest.mark.skipif(
+    _dispatch_problem() is not None,
+    reason=f"array_api_dispatch unavailable: {_dispatch_problem()}",
+)
+
+
 def _peak(fn) -> int:
     tracemalloc.start()
     try:
@@ -117,6 +133,14 @@ def test_one_binary_logit_means_logits_zero_and_d():
             scaler.predict_proba(shaped), ref.predict_proba(two)
         )
         np.testing.assert_array_equal(scaler.predict(shaped), ref.predict(two))
+    for dtype in (torch.bfloat16, torch.float16):  # half precision, one column
+        half = torch.from_numpy(d).to(dtype)
+        wide = half.float().numpy()
+        assert (
+            TemperatureScaler().fit(half, y).temperature_
+            == TemperatureScaler().fit(wide, y).temperature_
+            == TemperatureScaler().fit(half[:, None], y).temperature_
+        )
     bunch = temperature_by_group(y, d, np.arange(2000) % 2)
     ref_bunch = temperature_by_group(y, two, np.arange(2000) % 2)
     np.testing.assert_array_equal(bunch.temperature, ref_bunch.temperature)
@@ -163,6 +187,7 @@ def _namespaces():
     yield pytest.param(torch, "cpu", True, id="torch-device-passes")
 
 
+@dispatch
 @pytest.mark.parametrize("xp, device, force", _namespaces())
 @pytest.mark.parametrize("weighted", [False, True])
 def test_dispatch_computes_in_the_namespace_and_matches_numpy(
@@ -201,6 +226,7 @@ def test_dispatch_computes_in_the_namespace_and_matches_numpy(
             np.testing.assert_allclose(got, expected, rtol=2e-5, atol=1e-6)
 
 
+@dispatch
 @pytest.mark.parametrize("xp, device, force", _namespaces())
 def test_near_ties_on_a_device_follow_real_arithmetic(xp, device, force, monkeypatch):
     # float64 rounding says L(1) <= L(2); exactly, L(2) is smaller by 3e-17
@@ -218,6 +244,7 @@ def test_near_ties_on_a_device_follow_real_arithmetic(xp, device, force, monkeyp
     assert scaler.temperature_ == 2.0
 
 
+@dispatch
 def test_dispatch_checks_inputs_on_the_device():
     z, y = _data(n=100, k=3)
     z[40, 1] = np.nan
@@ -227,6 +254,7 @@ def test_dispatch_checks_inputs_on_the_device():
             TemperatureScaler().fit(zx, xps.asarray(y, device=xps.Device("device1")))
 
 
+@dispatch
 def test_dispatch_refuses_a_namespace_other_than_the_fits():
     z, y = _data(n=200, k=3)
     with sklearn.config_context(array_api_dispatch=True):
@@ -238,6 +266,7 @@ def test_dispatch_refuses_a_namespace_other_than_the_fits():
     assert get_tags(scaler).array_api_support
 
 
+@dispatch
 @pytest.mark.parametrize("ensemble", [False, True])
 def test_classifier_follows_its_estimators_array_api_support(ensemble):
     from sklearn.datasets import load_digits
@@ -259,3 +288,17 @@ def test_classifier_follows_its_estimators_array_api_support(ensemble):
         get_tags(clf).array_api_support
         == get_tags(LinearDiscriminantAnalysis()).array_api_support
     )
+
+
+@dispatch
+def test_a_device_without_float64_is_refused_with_a_reason(monkeypatch):
+    import sklearn.utils._array_api as sk_array_api
+
+    monkeypatch.setattr(
+        sk_array_api, "_max_precision_float_dtype", lambda xp, device: xp.float32
+    )
+    z, y = _data(n=100, k=3)
+    on_device = xps.asarray(z, device=xps.Device("device1"))
+    with sklearn.config_context(array_api_dispatch=True):
+        with pytest.raises(ValueError, match=r"has no float64.*move the logits"):
+            TemperatureScaler().fit(on_device, xps.asarray(y, device=on_device.device))
