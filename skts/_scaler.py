@@ -304,6 +304,38 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             return log_softmax_lazy(logits, self.temperature_)
         return log_softmax(logits, self.temperature_)
 
+    def decision_function(self, logits):
+        """Calibrated scores, as a scikit-learn classifier returns them.
+
+        Parameters
+        ----------
+        logits : array-like or dask array of shape (n_samples, n_classes)
+            Logits to calibrate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes) or (n_samples,)
+            ``logits / temperature_`` (as :meth:`transform`); for two classes
+            the 1-D score ``(z_1 - z_0) / temperature_``, whose sign gives
+            class 1 (``> 0``), as scikit-learn's binary classifiers do.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> d = np.array([2.0, -1.0, 0.5, 3.0, -2.0, 1.0])  # one logit per sample
+        >>> y = [1, 0, 1, 1, 0, 0]
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(d, y)
+        >>> scaler.temperature_
+        1.0
+        >>> scaler.decision_function(d[:2])
+        array([ 2., -1.])
+        """
+        scores = self.transform(logits)
+        if self.n_features_in_ != 2:
+            return scores
+        return scores[:, 1] - scores[:, 0]
+
     def predict(self, logits):
         """Class index of the largest logit (first one on ties).
 

@@ -133,6 +133,10 @@ def test_one_binary_logit_means_logits_zero_and_d():
             scaler.predict_proba(shaped), ref.predict_proba(two)
         )
         np.testing.assert_array_equal(scaler.predict(shaped), ref.predict(two))
+        # decision_function: the binary convention of scikit-learn, d / T.
+        np.testing.assert_allclose(
+            scaler.decision_function(shaped), d / ref.temperature_, rtol=1e-15
+        )
     for dtype in (torch.bfloat16, torch.float16):  # half precision, one column
         half = torch.from_numpy(d).to(dtype)
         wide = half.float().numpy()
@@ -208,6 +212,7 @@ def test_dispatch_computes_in_the_namespace_and_matches_numpy(
             "predict_proba": scaler.predict_proba(zx),
             "predict_log_proba": scaler.predict_log_proba(zx),
             "transform": scaler.transform(zx),
+            "decision_function": scaler.decision_function(zx),
             "predict": scaler.predict(zx),
         }
     assert isinstance(scaler.temperature_, float)
