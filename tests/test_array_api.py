@@ -307,3 +307,52 @@ def test_a_device_without_float64_is_refused_with_a_reason(monkeypatch):
     with sklearn.config_context(array_api_dispatch=True):
         with pytest.raises(ValueError, match=r"has no float64.*move the logits"):
             TemperatureScaler().fit(on_device, xps.asarray(y, device=on_device.device))
+
+
+@dispatch
+def test_device_passes_decide_constructed_near_ties_in_real_arithmetic():
+    # 40 problems whose two candidates' losses agree in float64 (see
+    # tests/test_temperature.py), run through the device passes
+    # (array_api_strict's simulated device): the 60-digit reference decides.
+    from _reference import exact_choices
+    from test_temperature import _constructed_near_ties
+
+    device = xps.Device("device1")
+    for logits, y, grid, w in _constructed_near_ties(40, seed=1):
+        allowed = exact_choices(logits, y, grid, w)
+        with sklearn.config_context(array_api_dispatch=True):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # boundary answers are fine here
+                got = TemperatureScaler(temperatures=grid).fit(
+                    xps.asarray(logits, device=device),
+                    xps.asarray(y, device=device),
+                    sample_weight=xps.asarray(w, device=device),
+                )
+        assert got.temperature_ in allowed
+
+
+@dispatch
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+@pytest.mark.parametrize("edge", ["argmax", "argmin", "mixed"])
+def test_device_passes_at_the_ends_of_the_range(solver, edge):
+    # Every label the largest logit (T -> 0), the smallest (T -> infinity),
+    # or nearly so: the exact facts and the proven slopes of the device
+    # passes give the NumPy answer.
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=(5000, 6)) * 3
+    y = z.argmax(axis=1) if edge != "argmin" else z.argmin(axis=1)
+    if edge == "mixed":
+        y[:3] = z[:3].argmin(axis=1)
+    device = xps.Device("device1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = TemperatureScaler(solver=solver).fit(z, y)
+        with sklearn.config_context(array_api_dispatch=True):
+            got = TemperatureScaler(solver=solver).fit(
+                xps.asarray(z, device=device), xps.asarray(y, device=device)
+            )
+    assert got.at_boundary_ == ref.at_boundary_
+    if solver == "grid" or ref.at_boundary_:
+        assert got.temperature_ == ref.temperature_
+    else:
+        assert got.temperature_ == pytest.approx(ref.temperature_, rel=1e-8)
