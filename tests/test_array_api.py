@@ -314,8 +314,9 @@ def test_device_passes_decide_constructed_near_ties_in_real_arithmetic():
     # 40 problems whose two candidates' losses agree in float64 (see
     # tests/test_temperature.py), run through the device passes
     # (array_api_strict's simulated device): the 60-digit reference decides.
-    from _reference import exact_choices
     from test_temperature import _constructed_near_ties
+
+    from _reference import exact_choices
 
     device = xps.Device("device1")
     for logits, y, grid, w in _constructed_near_ties(40, seed=1):
