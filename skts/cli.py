@@ -606,7 +606,9 @@ def _write_rows(
             np.lib.format.write_array_header_2_0(fh, header)
             for start in range(0, n_rows, step):
                 rows = slice(start, min(start + step, n_rows))
-                np.ascontiguousarray(rows_of(rows), dtype=dtype).tofile(fh)
+                # (fh.write, not ndarray.tofile: with numpy 2.0, a SIGINT
+                # inside tofile surfaced as a TypeError, not an interrupt.)
+                fh.write(np.ascontiguousarray(rows_of(rows), dtype=dtype).data)
                 bar.update(rows.stop - rows.start)
     elif suffix in (".csv", ".txt"):
         fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.17g"
