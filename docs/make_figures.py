@@ -3,6 +3,7 @@
 Run from the repository root: ``python docs/make_figures.py``.
 """
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +14,10 @@ import numpy as np
 
 from skts import ReliabilityDisplay, TemperatureCurveDisplay, TemperatureScaler
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(
+    os.environ.get("SKTS_DATA")
+    or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 OUT = Path(__file__).resolve().parent / "images"
 
 

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _data import DATA, MISSING
 
 from skts import TemperatureScaler
 from skts._temperature import default_temperatures
 from skts.cli import parse_temperatures
 from skts.metrics import calibration_report
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def run(*args, cwd):
@@ -551,7 +550,7 @@ def test_demo_runs_and_writes_figures(tmp_path):
         assert (tmp_path / "demo" / name).read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="../shared/data is not beside the repo")
+@pytest.mark.skipif(not DATA.exists(), reason=MISSING)
 def test_cli_on_real_logits(tmp_path):
     data = np.load(DATA / "densenet40_cifar10.npz")
     np.save(tmp_path / "v.npy", data["val_logits"])

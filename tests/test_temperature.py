@@ -2,10 +2,11 @@
 
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _data import DATA as _DATA
+from _data import MISSING
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -22,8 +23,6 @@ from skts._temperature import (
 )
 
 from _reference import exact_choices, exact_losses, float_losses
-
-_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # --------------------------------------------------------------------------
 # Slow, obviously-correct references (tests/_reference.py): mpmath at 60
@@ -319,7 +318,7 @@ def test_continuous_respects_its_step_bound():
 
 def test_continuous_takes_few_passes_on_real_logits():
     if not _DATA.exists():
-        pytest.skip("../shared/data is not beside the repository")
+        pytest.skip(MISSING)
     data = np.load(_DATA / "playground_cifar100.npz")
     logits, y = data["val_logits"], data["val_labels"]
     cont = solve_continuous(logits, y, 0.01, 100.0, tol=1e-10)
