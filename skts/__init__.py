@@ -1,11 +1,5 @@
 """skts: temperature-scaling calibration for scikit-learn."""
 
-from skts import metrics
-from skts._classifier import TemperatureScaledClassifier
-from skts._display import ReliabilityDisplay, TemperatureCurveDisplay
-from skts._scaler import TemperatureScaler
-from skts._temperature import BoundaryTemperatureWarning
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -17,3 +11,29 @@ __all__ = [
     "__version__",
     "metrics",
 ]
+
+# The public names are imported on first use (PEP 562): ``import skts`` and
+# the command line's ``--help``/``--version`` do not pay for scikit-learn.
+_WHERE = {
+    "BoundaryTemperatureWarning": "skts._temperature",
+    "ReliabilityDisplay": "skts._display",
+    "TemperatureCurveDisplay": "skts._display",
+    "TemperatureScaledClassifier": "skts._classifier",
+    "TemperatureScaler": "skts._scaler",
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name == "metrics":
+        return importlib.import_module("skts.metrics")
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # once
+        return value
+    raise AttributeError(f"module 'skts' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

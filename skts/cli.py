@@ -28,14 +28,6 @@ from numpy.typing import NDArray
 
 from skts import __version__
 from skts._array_api import Widened, host_logits
-from skts._scaler import (
-    _check_class_indices,
-    _check_logits,
-    _check_temperatures,
-    _fit_rows,
-    _fit_temperature,
-    _is_dask_array,
-)
 from skts._temperature import (
     MAX_GRID_POINTS,
     BoundaryTemperatureWarning,
@@ -43,17 +35,33 @@ from skts._temperature import (
     log_softmax,
     softmax,
 )
-from skts.metrics import (
-    CalibrationReport,
-    _report_from_sums,
-    _report_sums_from_logits,
-    _streamed_reports,
-    calibration_report,
-)
+
+
+class _Lazy:
+    """A module imported on first use: ``skts --help`` and ``--version`` stay
+    fast (scikit-learn, which the estimators and metrics import, takes most
+    of a second)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+_scaler = _Lazy("skts._scaler")
+_metrics = _Lazy("skts.metrics")
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+
+# The version of the JSON that ``fit`` writes and ``report --json`` prints
+# (documented in docs/cli.md); a reader refuses a newer one.
+SCHEMA_VERSION = 1
+STDOUT = "-"
 
 
 class CLIError(Exception):
@@ -91,9 +99,12 @@ def _load_array(
             return _load_torch(p, what, key)
         if suffix in (".csv", ".txt"):
             delimiter = "," if suffix == ".csv" else None
+            skip = _header_rows(p, delimiter, what)
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # an empty file is an error
-                return np.loadtxt(p, delimiter=delimiter, ndmin=ndmin, dtype=np.float64)
+                return np.loadtxt(
+                    p, delimiter=delimiter, ndmin=ndmin, dtype=np.float64, skiprows=skip
+                )
     except CLIError:
         raise
     except Exception as exc:  # corrupt files raise many types; name the file
@@ -102,6 +113,31 @@ def _load_array(
     raise CLIError(
         f"cannot read {what} file {path!r}: unknown extension {suffix!r} "
         "(use .npy, .npz, .safetensors, .pt, .csv or .txt)"
+    )
+
+
+def _header_rows(p: Path, delimiter: str | None, what: str) -> int:
+    """1 when the text file starts with a header row (names, no numbers),
+    else 0; a first row that mixes names and numbers is refused."""
+    with open(p, encoding="utf-8", errors="replace") as fh:
+        first = next((line for line in fh if line.strip()), "")
+    cells = [c.strip().strip('"') for c in first.strip().split(delimiter)]
+
+    def number(cell: str) -> bool:
+        try:
+            float(cell)
+            return True
+        except ValueError:
+            return False
+
+    numeric = [number(c) for c in cells]
+    if all(numeric):
+        return 0
+    if not any(numeric):
+        return 1  # a header: column names
+    raise CLIError(
+        f"cannot read {what} file {str(p)!r}: its first row mixes names and "
+        f"numbers ({first.strip()[:60]!r}); give a header of names only, or none"
     )
 
 
@@ -289,7 +325,7 @@ def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = Tr
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            arr = _check_logits(
+            arr = _scaler._check_logits(
                 arr, name=f"logits file {path!r}", warn_probabilities=warn
             )
     except ValueError as exc:
@@ -302,7 +338,7 @@ def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = Tr
 def _load_labels(
     path: str, key: str | None, shape: tuple[int, int], logits=None, logits_path=""
 ):
-    if _is_shards(path) or _is_dask_array(logits):
+    if _is_shards(path) or _scaler._is_dask_array(logits):
         return _load_lazy_labels(path, key, shape, logits, logits_path)
     arr = _load_array(path, what="labels", key=key)
     if isinstance(arr, Widened):
@@ -318,7 +354,7 @@ def _load_labels(
             f"{arr.shape[0]} labels"
         )
     try:
-        return _check_class_indices(arr, shape, name=f"labels file {path!r}")
+        return _scaler._check_class_indices(arr, shape, name=f"labels file {path!r}")
     except ValueError as exc:
         raise CLIError(str(exc).rstrip(".")) from None
 
@@ -352,7 +388,9 @@ def _load_lazy_labels(path: str, key: str | None, shape, logits, logits_path):
         arr = _load_lazy(path, "labels")
         if arr.ndim != 1:
             raise CLIError(f"labels shards {path!r} must be 1-D; got shape {arr.shape}")
-        if not _is_dask_array(logits):  # in-memory logits: bring the labels here
+        if not _scaler._is_dask_array(
+            logits
+        ):  # in-memory logits: bring the labels here
             arr = np.asarray(arr)
         elif _is_shards(logits_path):
             _check_pairs(arr.chunks[0], logits.chunks[0], path)
@@ -361,9 +399,11 @@ def _load_lazy_labels(path: str, key: str | None, shape, logits, logits_path):
             f"the logits have {shape[0]} rows but labels {path!r} have "
             f"{arr.shape[0]} labels"
         )
-    if not _is_dask_array(arr):
+    if not _scaler._is_dask_array(arr):
         try:
-            return _check_class_indices(arr, shape, name=f"labels file {path!r}")
+            return _scaler._check_class_indices(
+                arr, shape, name=f"labels file {path!r}"
+            )
         except ValueError as exc:
             raise CLIError(str(exc).rstrip(".")) from None
     return arr
@@ -416,7 +456,7 @@ def parse_temperatures(spec: str | None) -> NDArray[np.float64]:
     ``geom:0.01:100:1001`` is the library's default grid bit for bit.
     """
     if spec is None:
-        return _check_temperatures(None)
+        return _scaler._check_temperatures(None)
     usage = (
         "--temperatures must be a list like '0.5,1,2' or 'geom:LOW:HIGH:COUNT' "
         f"with 0 < LOW <= HIGH and 1 <= COUNT <= {MAX_GRID_POINTS}; got {spec!r}"
@@ -438,7 +478,7 @@ def parse_temperatures(spec: str | None) -> NDArray[np.float64]:
     except ValueError:
         raise CLIError(usage) from None
     try:
-        return _check_temperatures(values)
+        return _scaler._check_temperatures(values)
     except ValueError as exc:
         raise CLIError(f"--temperatures: {exc}".rstrip(".")) from None
 
@@ -468,6 +508,12 @@ def _load_calibration(path: str) -> dict[str, Any]:
         raise CLIError(
             f"calibration file {path!r} is not a skts calibration: {exc}"
         ) from None
+    schema = calib.get("schema_version", 1)  # (files before schemas: 1)
+    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+        raise CLIError(
+            f"calibration file {path!r} has schema_version {schema!r}; this skts "
+            f"({__version__}) reads schema {SCHEMA_VERSION}: upgrade skts"
+        )
     if not (np.isfinite(t) and t > 0):
         raise CLIError(f"calibration file {path!r} has a bad temperature {t!r}")
     calib["temperature"], calib["n_classes"] = t, n_classes
@@ -593,7 +639,16 @@ def _write_rows(
     if step is None:
         step = max(1, (1 << 16) // max(n_cols or 1, 1))
     bar = bar if bar is not None else _NoBar()
-    if suffix == ".npy":
+    if out == STDOUT:  # CSV on stdout, block by block
+        fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.9g"
+        if np.dtype(dtype) == np.float64:
+            fmt = "%.17g"
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            np.savetxt(sys.stdout, rows_of(rows), fmt=fmt, delimiter=",")
+            bar.update(rows.stop - rows.start)
+        sys.stdout.flush()
+    elif suffix == ".npy":
         # Plain writes after the header, not a memory map: the written pages
         # of a map stay in the process's memory until the kernel flushes them.
         shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
@@ -733,14 +788,15 @@ def _report_pair(
     temps = {"before": 1.0}
     if temperature is not None:
         temps["after"] = temperature
-    if _is_dask_array(logits):
+    if _scaler._is_dask_array(logits):
         return _report_pair_lazy(logits, y, temps)
     progress = progress or (lambda total, desc: _NoBar())
 
     def reports(z, labels, desc: str) -> dict[str, dict]:
         with progress(z.shape[0], desc) as bar:
-            parts = _streamed_reports(z, labels, list(temps.values()), n_bootstrap,
-                                      seed, bar)  # fmt: skip
+            parts = _metrics._streamed_reports(
+                z, labels, list(temps.values()), n_bootstrap, seed, bar
+            )
         return {name: r.to_dict() for name, r in zip(temps, parts, strict=True)}
 
     out = reports(logits, y, "report")
@@ -813,23 +869,27 @@ def _report_pair_lazy(logits, y, temps: dict) -> dict:
     backend = _dask_backend()
     n, k = logits.shape
     y = backend._along(y, logits.chunks[0], "labels", n)
-    if not _is_dask_array(y):  # one labels file beside shards of logits
+    if not _scaler._is_dask_array(y):  # one labels file beside shards of logits
         import dask.array as da
 
         y = da.from_array(y, chunks=(logits.chunks[0],))
     pairs = list(zip(logits.to_delayed().ravel(), y.to_delayed().ravel(), strict=True))
-    part = dask.delayed(_report_sums_from_logits, pure=True)
+    part = dask.delayed(_metrics._report_sums_from_logits, pure=True)
     tasks = {name: [part(z, yy, t) for z, yy in pairs] for name, t in temps.items()}
     computed = dask.compute(tasks)[0]
     return {
-        name: CalibrationReport(n, _report_from_sums(sum(parts), k, 15)).to_dict()
+        name: _metrics.CalibrationReport(
+            n, _metrics._report_from_sums(sum(parts), k, 15)
+        ).to_dict()
         for name, parts in computed.items()
     }
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _check_outputs([args.out], [args.logits, args.labels], args.force)
-    _check_out_suffix(args.out, (".json",))
+    files = [o for o in [args.out] if o != STDOUT]
+    _check_outputs(files, [args.logits, args.labels], args.force)
+    for o in files:
+        _check_out_suffix(o, (".json",))
     temperatures = parse_temperatures(args.temperatures)
     _check_lazy_options(args)
     progress = _progress_for(args)
@@ -841,12 +901,12 @@ def _fit(args: argparse.Namespace) -> int:
         )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BoundaryTemperatureWarning)
-            if _is_dask_array(logits):
+            if _scaler._is_dask_array(logits):
                 rows = _dask_backend().DaskRows(logits, y)
-                result = _fit_rows(rows, temperatures, args.solver, args.tol)
+                result = _scaler._fit_rows(rows, temperatures, args.solver, args.tol)
             else:
                 with progress(logits.shape[0], "fit") as bar:
-                    result = _fit_temperature(
+                    result = _scaler._fit_temperature(
                         _Counted(logits, bar, "fit"),
                         y,
                         temperatures,
@@ -866,6 +926,7 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"skts fit: warning: {w.message}", file=sys.stderr)
     grid = np.unique(temperatures)
     calib = {
+        "schema_version": SCHEMA_VERSION,
         "skts_version": __version__,
         "temperature": result.temperature,
         "solver": args.solver,
@@ -883,13 +944,19 @@ def _fit(args: argparse.Namespace) -> int:
         },
         "metrics": metrics,
     }
-    with _atomic_outputs([args.out], args.force) as (tmp,):
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(calib, fh, indent=2)
-            fh.write("\n")
+    if args.out == STDOUT:
+        json.dump(calib, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        with _atomic_outputs([args.out], args.force) as (tmp,):
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(calib, fh, indent=2)
+                fh.write("\n")
     print(
         f"T = {result.temperature:.6g} (validation NLL {result.loss:.6g}, "
-        f"{logits.shape[0]} samples, {logits.shape[1]} classes) -> {args.out}"
+        f"{logits.shape[0]} samples, {logits.shape[1]} classes) -> "
+        f"{'stdout' if args.out == STDOUT else args.out}",
+        file=sys.stderr if args.out == STDOUT else sys.stdout,
     )
     return 0
 
@@ -898,8 +965,11 @@ def _apply(args: argparse.Namespace) -> int:
     outputs = [args.out, args.labels_out]
     if args.out is None and args.labels_out is None:
         raise CLIError("nothing to write: give --out and/or --labels-out")
-    _check_outputs(outputs, [args.logits, args.calibration], args.force)
-    for o in outputs:
+    if outputs.count(STDOUT) > 1:
+        raise CLIError("only one of --out and --labels-out can be '-' (stdout)")
+    files = [o for o in outputs if o not in (None, STDOUT)]
+    _check_outputs(files, [args.logits, args.calibration], args.force)
+    for o in files:
         _check_out_suffix(o, (".npy", ".csv", ".txt"))
     calib = _load_calibration(args.calibration)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
@@ -917,17 +987,17 @@ def _apply_to(args, calib, logits, outputs) -> int:
         )
     t = calib["temperature"]
     n, k = logits.shape
-    paths = [o for o in outputs if o is not None]
+    paths = [o for o in outputs if o not in (None, STDOUT)]
     step = None
     read = logits.__getitem__
-    if _is_dask_array(logits):
+    if _scaler._is_dask_array(logits):
         # Rows come from the shards in pieces of about 4M values, each
         # checked as the in-memory reader checks a whole file.
         step = max(1, (1 << 22) // k)
 
         def read(rows):
             try:
-                return _check_logits(
+                return _scaler._check_logits(
                     np.asarray(logits[rows]), name=f"logits {args.logits!r}"
                 )
             except ValueError as exc:
@@ -940,6 +1010,7 @@ def _apply_to(args, calib, logits, outputs) -> int:
     progress = _progress_for(args)
     with _atomic_outputs(paths, args.force) as temps:
         tmp_of = dict(zip(paths, temps, strict=True))
+        tmp_of[STDOUT] = STDOUT
         if args.out is not None:
             fn = softmax if not args.log else log_softmax
             with progress(n, "probabilities") as bar:
@@ -965,7 +1036,11 @@ def _apply_to(args, calib, logits, outputs) -> int:
                     step,
                     bar,
                 )
-    print(f"applied T = {t:.6g} to {n} rows -> {', '.join(paths)}")
+    where = paths + (["stdout"] if STDOUT in outputs else [])
+    print(
+        f"applied T = {t:.6g} to {n} rows -> {', '.join(where)}",
+        file=sys.stderr if STDOUT in outputs else sys.stdout,
+    )
     return 0
 
 
@@ -1034,7 +1109,7 @@ def _report(args: argparse.Namespace) -> int:
                 f"logits file {args.logits!r} has {logits.shape[1]} columns but the "
                 f"calibration was fitted on {calib['n_classes']} classes"
             )
-        if _is_dask_array(logits):
+        if _scaler._is_dask_array(logits):
             _dask_backend().DaskRows(logits, y)  # checks the rows: one pass
         t = None if calib is None else calib["temperature"]
         groups = None
@@ -1052,7 +1127,15 @@ def _report(args: argparse.Namespace) -> int:
     if args.plot:
         _plot_reliability(args.plot, logits, y, t, args.force, groups)
     if args.json:
-        print(json.dumps({"temperature": t, "metrics": metrics}, indent=2))
+        out = {
+            "schema_version": SCHEMA_VERSION,
+            "skts_version": __version__,
+            "temperature": t,
+            "n_samples": int(logits.shape[0]),
+            "n_classes": int(logits.shape[1]),
+            "metrics": metrics,
+        }
+        print(json.dumps(out, indent=2))
     else:
         if t is not None:
             print(f"temperature: {t:.6g}")
@@ -1152,7 +1235,7 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", BoundaryTemperatureWarning)
         calibrated.fit(X_val, y_val)
-    grid = np.unique(_check_temperatures(None))
+    grid = np.unique(_scaler._check_temperatures(None))
     position = int(np.searchsorted(grid, calibrated.temperature_)) + 1
     where = "at the boundary!" if caught else "inside the range"
     print(
@@ -1163,8 +1246,8 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
     p_before = model.predict_proba(X_test)
     p_after = calibrated.predict_proba(X_test)
     kw = {"n_bootstrap": n_bootstrap, "random_state": 0, "labels": model.classes_}
-    before = calibration_report(y_test, p_before, **kw).to_dict()
-    after = calibration_report(y_test, p_after, **kw).to_dict()
+    before = _metrics.calibration_report(y_test, p_before, **kw).to_dict()
+    after = _metrics.calibration_report(y_test, p_after, **kw).to_dict()
     print()
     print(_format_table({"before": before, "after": after}))
     print()
@@ -1220,9 +1303,44 @@ def _demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
+class _Formatter(
+    argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter
+):
+    """Help with each option's default (where it has one), and examples kept
+    as written."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        quiet = any(action.default is v for v in (None, False, argparse.SUPPRESS))
+        if action.required or quiet or "%(default)" in text:
+            return text
+        return text + " (default: %(default)s)"
+
+
+_EXAMPLES = {
+    "fit": "examples:\n  skts fit --logits val_logits.npy --labels val_labels.npy "
+    "--out calib.json\n  skts fit --logits val.safetensors --key logits "
+    "--labels val_labels.npy \\\n      --temperatures geom:0.05:20:401 --out "
+    "calib.json",
+    "apply": "example:\n  skts apply --logits test_logits.npy --calibration "
+    "calib.json --out probs.npy --labels-out labels.csv",
+    "report": "example:\n  skts report --logits test_logits.npy --labels "
+    "test_labels.npy --calibration calib.json --bootstrap 200 --plot rel.png",
+    "demo": "example:\n  skts demo --out skts-demo",
+}
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="skts",
+        formatter_class=_Formatter,
+        epilog="examples:\n"
+        "  skts fit --logits val_logits.npy --labels val_labels.npy --out calib.json\n"
+        "  skts apply --logits test_logits.npy --calibration calib.json --out p.npy\n"
+        "  skts report --logits test_logits.npy --labels test_labels.npy "
+        "--calibration calib.json\n"
+        "  skts demo\n"
+        "'skts COMMAND --help' tells more.",
         description="Temperature-scaling calibration for logit files.",
     )
     parser.add_argument("--version", action="version", version=f"skts {__version__}")
@@ -1236,7 +1354,10 @@ def _build_parser() -> argparse.ArgumentParser:
             "column, the logit of class 1); or a folder or glob of .npy shards "
             "(read lazily with Dask, in sorted order)",
         )
-        p.add_argument("--key", help="array name inside an .npz logits file")
+        p.add_argument(
+            "--key",
+            help="the array of a logits file holding several (.npz, .safetensors, .pt)",
+        )
         if labels:
             p.add_argument(
                 "--labels",
@@ -1244,7 +1365,9 @@ def _build_parser() -> argparse.ArgumentParser:
                 help="integer class indices 0..K-1 (a file, or shards paired "
                 "with the logits' shards by sorted name)",
             )
-            p.add_argument("--labels-key", help="array name inside an .npz labels file")
+            p.add_argument(
+                "--labels-key", help="the array of a labels file holding several"
+            )
         p.add_argument(
             "--scheduler",
             metavar="ADDRESS",
@@ -1257,37 +1380,79 @@ def _build_parser() -> argparse.ArgumentParser:
             help="no progress bars (shown on stderr only when it is a terminal)",
         )
 
-    p = sub.add_parser("demo", help="run the whole story on a real model")
+    p = sub.add_parser(
+        "demo",
+        help="run the whole story on a real model",
+        description="Train a real model, calibrate it, print a before/after\n"
+        "table and write the figures.",
+        epilog=_EXAMPLES["demo"],
+        formatter_class=_Formatter,
+    )
     p.add_argument("--out", default="skts-demo", help="folder for the figures")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("fit", help="choose T on validation logits")
+    p = sub.add_parser(
+        "fit",
+        help="choose T on validation logits",
+        description="Choose the temperature T on held-out (validation) logits\n"
+        "and write it, with the metrics before and after, as JSON.",
+        epilog=_EXAMPLES["fit"],
+        formatter_class=_Formatter,
+    )
     inputs(p, labels=True)
-    p.add_argument("--temperatures", help="'0.5,1,2' or 'geom:0.01:100:1001'")
-    p.add_argument("--solver", choices=["grid", "continuous"], default="grid")
+    p.add_argument(
+        "--temperatures",
+        help="candidates, '0.5,1,2' or 'geom:LOW:HIGH:COUNT' (default: "
+        "geom:0.01:100:1001, the library's 1001-point grid)",
+    )
+    p.add_argument(
+        "--solver",
+        choices=["grid", "continuous"],
+        default="grid",
+        help="the exact rule over the candidates, or a continuous minimiser "
+        "over their range",
+    )
     p.add_argument(
         "--tol", type=_tolerance, default=1e-10, help="continuous tolerance, in (0, 1)"
     )
     p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--out", required=True, help="calibration JSON to write")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument(
+        "--out", required=True, help="calibration JSON to write ('-': stdout)"
+    )
     p.set_defaults(func=_fit)
 
-    p = sub.add_parser("apply", help="write calibrated probabilities")
+    p = sub.add_parser(
+        "apply",
+        help="write calibrated probabilities",
+        description="Write softmax(logits / T) (or its log) and/or the\n"
+        "predicted classes, block by block.",
+        epilog=_EXAMPLES["apply"],
+        formatter_class=_Formatter,
+    )
     inputs(p, labels=False)
     p.add_argument("--calibration", required=True, help="JSON from 'skts fit'")
-    p.add_argument("--out", help="probabilities, .npy or .csv")
+    p.add_argument("--out", help="probabilities, .npy or .csv ('-': CSV on stdout)")
     p.add_argument("--log", action="store_true", help="write log-probabilities")
     p.add_argument(
         "--dtype",
         choices=["float32", "float64"],
         help="of the written probabilities (default: the input's, at least float32)",
     )
-    p.add_argument("--labels-out", help="predicted class indices, .npy or .csv")
+    p.add_argument(
+        "--labels-out", help="predicted class indices, .npy or .csv ('-': stdout)"
+    )
     p.set_defaults(func=_apply)
 
-    p = sub.add_parser("report", help="calibration metrics, before (and after)")
+    p = sub.add_parser(
+        "report",
+        help="calibration metrics, before (and after)",
+        description="Calibration metrics of the logits as they are (T = 1)\n"
+        "and, with --calibration, after dividing them by T.",
+        epilog=_EXAMPLES["report"],
+        formatter_class=_Formatter,
+    )
     inputs(p, labels=True)
     p.add_argument("--calibration", help="JSON from 'skts fit'")
     p.add_argument("--plot", help="write a reliability diagram (.png/.pdf/.svg)")
@@ -1303,7 +1468,7 @@ def _build_parser() -> argparse.ArgumentParser:
         default=0,
         help="bootstrap resamples (streamed: any number, bounded memory)",
     )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=_report)
     return parser
 
@@ -1342,6 +1507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # validation errors from skts itself
         print(f"{command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader of stdout went away (``skts apply --out - | head``): the
+        # usual quiet exit of a Unix filter. Python would complain when it
+        # flushes stdout at exit; point stdout at /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         print(f"{command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -35,6 +35,7 @@ __all__ = [
     "classwise_calibration_error",
     "expected_calibration_error",
     "get_scorer",
+    "get_scorer_names",
     "maximum_calibration_error",
     "reliability_curve",
     "temperature_by_group",
@@ -907,7 +908,34 @@ def get_scorer(name):
     """
     if isinstance(name, str) and name in _SCORERS:
         return _ProbaScorer(_SCORERS[name], name)
-    return _sklearn_get_scorer(name)
+    try:
+        return _sklearn_get_scorer(name)
+    except ValueError:
+        if not isinstance(name, str):
+            raise
+        raise ValueError(
+            f"{name!r} is not a scorer: skts provides {get_scorer_names()}; "
+            "scikit-learn's are listed by sklearn.metrics.get_scorer_names()."
+        ) from None
+
+
+def get_scorer_names() -> list[str]:
+    """The names of the scorers skts provides (see :func:`get_scorer`).
+
+    Returns
+    -------
+    list of str
+        Sorted; each is a ``neg_*`` scorer, greater is better.
+        :func:`get_scorer` also accepts every name of
+        :func:`sklearn.metrics.get_scorer_names`.
+
+    Examples
+    --------
+    >>> from skts.metrics import get_scorer_names
+    >>> get_scorer_names()[:2]
+    ['neg_brier_score', 'neg_classwise_calibration_error']
+    """
+    return sorted(_SCORERS)
 
 
 @validate_params(
@@ -1052,3 +1080,9 @@ def temperature_by_group(
         overall_temperature=everything.temperature,
         overall_loss=everything.loss,
     )
+
+
+def __dir__() -> list[str]:
+    # Only the public names: what the module imports (numpy, scikit-learn's
+    # helpers) is not part of skts.metrics.
+    return sorted(__all__)
