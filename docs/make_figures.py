@@ -34,29 +34,22 @@ def main() -> None:
         z = test - test.max(1, keepdims=True)
         before = np.exp(z) / np.exp(z).sum(1, keepdims=True)
         after = scaler.predict_proba(test)
-        fig, (ax, hist_ax) = plt.subplots(
-            2, 1, sharex=True, figsize=(5, 6), gridspec_kw={"height_ratios": [3, 1]}
-        )
-        ReliabilityDisplay.from_predictions(
-            y_test, before, name="uncalibrated", ax=ax, hist_ax=hist_ax
-        )
+        first = ReliabilityDisplay.from_predictions(y_test, before, name="uncalibrated")
         ReliabilityDisplay.from_predictions(
             y_test,
             after,
             name=f"T = {scaler.temperature_:.3f}",
             kind="line",
-            color="tab:green",
-            ax=ax,
-            hist_ax=hist_ax,
+            ax=first.ax_,
+            hist_ax=first.hist_ax_,
         )
-        ax.set_title(f"{title}, test set (15 bins)")
-        fig.tight_layout()
+        fig = first.figure_
+        fig.suptitle(f"{title}, test set (15 bins)")
         fig.savefig(OUT / f"reliability_{name}.png", dpi=100)
         plt.close(fig)
 
         curve = TemperatureCurveDisplay.from_estimator(scaler, val, y_val)
-        curve.ax_.set_title(f"{title}: validation NLL over the 1001 candidates")
-        curve.figure_.tight_layout()
+        curve.ax_.set_title(f"{title}:\nvalidation NLL over the 1001 candidates")
         curve.figure_.savefig(OUT / f"nll_curve_{name}.png", dpi=100)
         plt.close(curve.figure_)
         print(f"{name}: T = {scaler.temperature_:.4f}; figures in {OUT}")

@@ -28,6 +28,63 @@ def _has_label(ax, label: str) -> bool:
     return label in labels
 
 
+def _check_artist_kwargs(kwargs: dict, artist: str, where: str) -> None:
+    """Keyword arguments for a matplotlib artist: unknown ones are a
+    TypeError that names them (not an error deep inside matplotlib)."""
+    if not kwargs:
+        return
+    from matplotlib.artist import ArtistInspector
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    cls = {"bar": Rectangle, "line": Line2D}[artist]
+    known = set(ArtistInspector(cls).get_setters()) | {"color", "label"}
+    unknown = sorted(k for k in kwargs if k not in known)
+    if unknown:
+        raise TypeError(
+            f"{where} got unexpected keyword argument(s) {unknown}; the rest "
+            f"are passed to matplotlib's {cls.__name__} (e.g. color, alpha, "
+            "linewidth)."
+        )
+
+
+def _next_color(ax) -> str:
+    """The next colour of skts's displays on ``ax``: every display drawn on
+    the same axes gets its own (C0, C1, ...)."""
+    n = getattr(ax, "_skts_displays", 0)
+    ax._skts_displays = n + 1
+    return f"C{n % 10}"
+
+
+def _resolve_class(class_, pos_label, labels, y_true, n_columns):
+    """The column of a one-vs-rest diagram: ``class_`` is a class label (as
+    in ``labels``, else the sorted labels of ``y_true``) or else a column
+    index; ``pos_label`` names the positive class of a binary problem."""
+    if pos_label is not None:
+        if class_ is not None:
+            raise ValueError("give class_ or pos_label, not both.")
+        if n_columns != 2:
+            raise ValueError(
+                f"pos_label is for binary problems; y_prob has {n_columns} columns "
+                "(use class_ for a one-vs-rest diagram)."
+            )
+        class_ = pos_label
+    if class_ is None:
+        return None, None
+    names = np.asarray(labels) if labels is not None else np.unique(y_true)
+    if len(names) == n_columns:
+        match = np.flatnonzero(names == class_)
+        if match.size:
+            return int(match[0]), names[match[0]].item()
+    if isinstance(class_, (int, np.integer)) and 0 <= class_ < n_columns:
+        label = names[class_].item() if len(names) == n_columns else class_
+        return int(class_), label
+    raise ValueError(
+        f"class_ must be a class label or a column index in [0, {n_columns}); "
+        f"got {class_!r}."
+    )
+
+
 class ReliabilityDisplay:
     """Reliability diagram: accuracy per confidence bin against the diagonal.
 
@@ -49,6 +106,14 @@ class ReliabilityDisplay:
         Name shown in the legend.
     class_ : int, default=None
         Column of a one-vs-rest diagram, ``None`` for the top-label diagram.
+    n_classes : int, default=None
+        Number of classes: the top-label axis starts at ``1 / n_classes``
+        (no confidence is lower).
+    class_label : object, default=None
+        Label of the class ``class_``, shown on the axis.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        How the bins were made; quantile bins hold equal shares by
+        construction, so their histogram shows the density instead.
 
     Attributes
     ----------
@@ -64,8 +129,9 @@ class ReliabilityDisplay:
         Bars from accuracy to mean confidence.
     line_ : matplotlib Line2D
         Mean confidence against accuracy (markers at bin means).
-    hist_ : matplotlib BarContainer or None
-        Share of samples per bin.
+    hist_ : matplotlib BarContainer, LineCollection or None
+        Share of samples per bin (bars); for equal-mass bins, whose shares
+        are equal by construction, their edges (lines).
 
     See Also
     --------
@@ -78,7 +144,7 @@ class ReliabilityDisplay:
     >>> from skts import ReliabilityDisplay
     >>> disp = ReliabilityDisplay.from_predictions([0, 1, 1, 1], [0.2, 0.9, 0.8, 0.6])
     >>> disp.hist_ax_.get_xlabel(), disp.ax_.get_ylabel()
-    ('Confidence', 'Accuracy')
+    ('Confidence (top-label probability)', 'Accuracy')
     """
 
     def __init__(
@@ -91,6 +157,9 @@ class ReliabilityDisplay:
         ece,
         estimator_name=None,
         class_=None,
+        n_classes=None,
+        class_label=None,
+        strategy="uniform",
     ):
         self.confidence = confidence
         self.accuracy = accuracy
@@ -99,6 +168,9 @@ class ReliabilityDisplay:
         self.ece = ece
         self.estimator_name = estimator_name
         self.class_ = class_
+        self.n_classes = n_classes
+        self.class_label = class_label
+        self.strategy = strategy
 
     def plot(
         self, ax=None, *, hist_ax=None, name=None, kind="bar", show_gap=None, **kwargs
@@ -132,18 +204,22 @@ class ReliabilityDisplay:
         plt = _pyplot("ReliabilityDisplay")
         if kind not in ("bar", "line"):
             raise ValueError(f"kind must be 'bar' or 'line'; got {kind!r}.")
+        _check_artist_kwargs(kwargs, kind, "ReliabilityDisplay.plot")
         if ax is None:
             _, (ax, hist_ax) = plt.subplots(
                 2,
                 1,
                 sharex=True,
-                figsize=(5, 6),
+                figsize=(5.5, 6.5),
                 gridspec_kw={"height_ratios": [3, 1]},
+                layout="constrained",  # no label is cut
             )
         name = self.estimator_name if name is None else name
         label = f"ECE = {self.ece:.4f}"
         if name is not None:
             label = f"{name} ({label})"
+        # Each display on the same axes gets its own colour.
+        color = kwargs.pop("color", None) or _next_color(ax)
         full = self.counts > 0
         widths = np.diff(self.edges)
         lefts = self.edges[:-1]
@@ -156,9 +232,9 @@ class ReliabilityDisplay:
                 self.accuracy[full],
                 width=widths[full],
                 align="edge",
+                color=color,
                 **bar_kwargs,
             )
-            color = self.bars_.patches[0].get_facecolor() if full.any() else None
             (self.line_,) = ax.plot(
                 self.confidence[full],
                 self.accuracy[full],
@@ -170,9 +246,8 @@ class ReliabilityDisplay:
             line_kwargs = {"marker": "o", "label": label}
             line_kwargs.update(kwargs)
             (self.line_,) = ax.plot(
-                self.confidence[full], self.accuracy[full], **line_kwargs
+                self.confidence[full], self.accuracy[full], color=color, **line_kwargs
             )
-            color = self.line_.get_color()
         self.gap_bars_ = None
         if show_gap if show_gap is not None else kind == "bar":
             self.gap_bars_ = ax.bar(
@@ -187,24 +262,71 @@ class ReliabilityDisplay:
                 linewidth=0.5,
                 label="gap" if not _has_label(ax, "gap") else None,
             )
+        # The top-label confidence is at least 1/K: the axis starts there.
+        low = 0.0
+        if self.class_ is None and self.n_classes:
+            low = 1.0 / self.n_classes
         if not _has_label(ax, "Perfectly calibrated"):
-            ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="Perfectly calibrated")
-        xlabel = "Confidence" if self.class_ is None else f"p(class {self.class_})"
-        ylabel = "Accuracy" if self.class_ is None else "Observed frequency"
-        ax.set(xlim=(0, 1), ylim=(0, 1), ylabel=ylabel)
-        ax.legend(loc="upper left")
+            ax.plot(
+                [low, 1], [low, 1], "k--", linewidth=1, label="Perfectly calibrated"
+            )
+        if self.class_ is None:
+            xlabel, ylabel = "Confidence (top-label probability)", "Accuracy"
+        else:
+            shown = self.class_ if self.class_label is None else self.class_label
+            xlabel, ylabel = f"p(class {shown})", f"Frequency of class {shown}"
+        ax.set(xlim=(low, 1), ylim=(0, 1), ylabel=ylabel)
+        # The legend goes above the diagram, never over the data.
+        ax.legend(
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.02, 1.0, 0.2),
+            mode="expand",
+            borderaxespad=0.0,
+            fontsize="small",
+        )
         self.hist_ = None
         if hist_ax is not None:
-            self.hist_ = hist_ax.bar(
-                lefts,
-                self.counts / self.counts.sum(),
-                width=widths,
-                align="edge",
-                alpha=0.5,
-                color=color,
-                edgecolor="black",
-            )
-            hist_ax.set(ylabel="Share of samples", xlim=(0, 1), xlabel=xlabel)
+            share = self.counts / self.counts.sum()
+            if self.strategy == "quantile":
+                # Equal-mass bins hold equal shares by construction: a bar per
+                # bin would say nothing. Their edges say where the
+                # predictions are (close edges: many predictions).
+                per_bin = self.counts.sum() / max(int(np.sum(full)), 1)
+                self.hist_ = hist_ax.vlines(
+                    self.edges,
+                    0,
+                    1,
+                    color=color,
+                    linewidth=1,
+                    label=name,
+                )
+                hist_ax.set(ylim=(0, 1), yticks=[])
+                hist_label = "Bin edges"
+                hist_ax.set_title(
+                    f"{int(np.sum(full))} equal-mass bins of about {per_bin:.4g} "
+                    "samples",
+                    fontsize="small",
+                    loc="left",
+                )
+            else:
+                self.hist_ = hist_ax.bar(
+                    lefts,
+                    share,
+                    width=widths,
+                    align="edge",
+                    alpha=0.5,
+                    color=color,
+                    edgecolor="black",
+                    label=name,
+                )
+                hist_label = "Share of samples"
+            hist_ax.set(ylabel=hist_label, xlabel=xlabel, xlim=(low, 1))
+            _, names = hist_ax.get_legend_handles_labels()
+            if len([n for n in names if n]) > 1:
+                # On the side away from the mass of the predictions.
+                centre = np.average(lefts + widths / 2, weights=self.counts + 1e-12)
+                side = "upper left" if centre > (low + 1.0) / 2 else "upper right"
+                hist_ax.legend(fontsize="small", loc=side)
         else:
             ax.set_xlabel(xlabel)
         self.ax_ = ax
@@ -227,6 +349,7 @@ class ReliabilityDisplay:
         ax=None,
         hist_ax=None,
         groups=None,
+        pos_label=None,
         **kwargs,
     ):
         """Reliability diagram of given probabilities.
@@ -242,8 +365,11 @@ class ReliabilityDisplay:
             Number of bins.
         strategy : {"uniform", "quantile"}, default="uniform"
             Equal-width or equal-mass bins.
-        class_ : int, default=None
-            ``None``: top-label diagram; ``k``: one-vs-rest diagram of column k.
+        class_ : label or int, default=None
+            ``None``: the top-label diagram (its axis starts at
+            ``1 / n_classes``); a class label (of ``labels``, else of the
+            sorted labels of ``y_true``), or else a column index: the
+            one-vs-rest diagram of that class.
         labels : array-like of shape (n_classes,), default=None
             Labels of the columns of ``y_prob``.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -258,8 +384,12 @@ class ReliabilityDisplay:
             size and ECE. One temperature can calibrate the whole and leave
             each group wrong; this shows it (see
             :func:`skts.metrics.temperature_by_group`).
+        pos_label : label, default=None
+            For a binary problem, scikit-learn's ``CalibrationDisplay``
+            convention: the curve of the positive class ``pos_label`` (the
+            same as ``class_=pos_label``).
         **kwargs : dict
-            Passed to :meth:`plot`.
+            Passed to :meth:`plot` (unknown names are a ``TypeError``).
 
         Returns
         -------
@@ -282,6 +412,16 @@ class ReliabilityDisplay:
         >>> texts[3], sorted(disp.group_displays_)
         ('all (n=20) (ECE = 0.0000)', ['a', 'b'])
         """
+        plot_kw = {k: kwargs[k] for k in ("kind", "show_gap") if k in kwargs}
+        _check_artist_kwargs(
+            {k: v for k, v in kwargs.items() if k not in plot_kw},
+            kwargs.get("kind", "bar"),
+            "ReliabilityDisplay.from_predictions",
+        )
+        n_columns = 2 if np.ndim(y_prob) == 1 else np.shape(y_prob)[1]
+        column, class_label = _resolve_class(
+            class_, pos_label, labels, y_true, n_columns
+        )
         if groups is not None:
             return cls._from_groups(
                 y_true,
@@ -289,7 +429,8 @@ class ReliabilityDisplay:
                 groups,
                 n_bins=n_bins,
                 strategy=strategy,
-                class_=class_,
+                # (the label: each group resolves it against the same labels)
+                class_=class_ if pos_label is None else pos_label,
                 labels=labels,
                 sample_weight=sample_weight,
                 name=name,
@@ -302,7 +443,7 @@ class ReliabilityDisplay:
             y_prob,
             n_bins=n_bins,
             strategy=strategy,
-            class_=class_,
+            class_=column,
             sample_weight=sample_weight,
             labels=labels,
         )
@@ -313,7 +454,10 @@ class ReliabilityDisplay:
             edges=curve.edges,
             ece=curve.calibration_error(),
             estimator_name=name,
-            class_=class_,
+            class_=column,
+            n_classes=n_columns,
+            class_label=class_label,
+            strategy=strategy,
         )
         return display.plot(ax=ax, hist_ax=hist_ax, **kwargs)
 
@@ -378,6 +522,7 @@ class ReliabilityDisplay:
         ax=None,
         hist_ax=None,
         groups=None,
+        pos_label=None,
         **kwargs,
     ):
         """Reliability diagram of a fitted classifier's ``predict_proba`` on ``(X, y)``.
@@ -390,8 +535,11 @@ class ReliabilityDisplay:
             Input data (held out from the fits).
         y : array-like of shape (n_samples,)
             True labels.
-        n_bins, strategy, class_, sample_weight, ax, hist_ax, groups, **kwargs
-            See :meth:`from_predictions`.
+        n_bins, strategy, class_, sample_weight, ax, hist_ax, groups, pos_label
+            See :meth:`from_predictions` (class labels are those of
+            ``classes_``).
+        **kwargs : dict
+            Passed to :meth:`plot` (unknown names are a ``TypeError``).
         name : str, default=None
             Legend name; default the estimator's class name.
 
@@ -419,6 +567,7 @@ class ReliabilityDisplay:
             ax=ax,
             hist_ax=hist_ax,
             groups=groups,
+            pos_label=pos_label,
             **kwargs,
         )
 
@@ -489,28 +638,45 @@ class TemperatureCurveDisplay:
             ``self``, with the artists set.
         """
         plt = _pyplot("TemperatureCurveDisplay")
+        _check_artist_kwargs(kwargs, "line", "TemperatureCurveDisplay.plot")
         if ax is None:
-            _, ax = plt.subplots(figsize=(5, 3.5))
+            _, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
         name = self.estimator_name if name is None else name
+        color = kwargs.pop("color", None) or _next_color(ax)
+        temps = np.asarray(self.temperatures, dtype=np.float64)
+        losses = np.asarray(self.losses, dtype=np.float64)
         (self.line_,) = ax.plot(
-            self.temperatures, self.losses, label=name or "validation NLL", **kwargs
+            temps, losses, label=name or "validation NLL", color=color, **kwargs
         )
         self.marker_ = None
         if self.temperature is not None:
-            loss = np.interp(self.temperature, self.temperatures, self.losses)
+            t = float(self.temperature)
+            loss = np.interp(np.log(t), np.log(temps), losses)
+            edge = t <= temps[0] or t >= temps[-1]
+            label = f"chosen T = {t:.4g}"
+            if edge:
+                # At an end of the grid the loss may keep falling beyond it:
+                # say so, and mark the edge, so the choice cannot be missed.
+                label += " (edge of the grid)"
+                ax.axvline(t, color="tab:red", linestyle=":", linewidth=1)
             (self.marker_,) = ax.plot(
-                [self.temperature],
+                [t],
                 [loss],
-                "o",
+                "D" if edge else "o",
                 color="tab:red",
-                label=f"chosen T = {self.temperature:.4g}",
+                markersize=7 if edge else 6,
+                label=label,
+                zorder=3,
             )
-        # Both axes logarithmic: the loss explodes as T -> 0 and the minimum
-        # would otherwise look flat.
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        # A logarithmic loss axis shows the minimum when the loss explodes as
+        # T -> 0; a loss that falls to 0 (separable data) would vanish from
+        # it, so that curve keeps a linear axis.
+        finite = losses[np.isfinite(losses)]
+        if finite.size and finite.min() > 0 and finite.max() > 10 * finite.min():
+            ax.set_yscale("log")
         ax.set(xlabel="Temperature T", ylabel="Validation log-loss")
-        ax.legend()
+        ax.legend(loc="best", fontsize="small")
         self.ax_ = ax
         self.figure_ = ax.figure
         return self

@@ -1183,11 +1183,9 @@ def _plot_reliability(
             labels=labels,
             name=f"T = {temperature:.4g}",
             kind="line",
-            color="tab:green",
             ax=disp.ax_,
             hist_ax=disp.hist_ax_,
         )
-    disp.figure_.tight_layout()
     with _atomic_outputs([path], force) as (tmp,):
         disp.figure_.savefig(tmp, format=Path(path).suffix.lstrip(".").lower())
     plt.close(disp.figure_)
@@ -1276,15 +1274,12 @@ def run_demo(out: str = "skts-demo", *, n_bootstrap: int = 200) -> int:
         labels=model.classes_,
         name=f"T = {calibrated.temperature_:.3g}",
         kind="line",
-        color="tab:green",
         ax=disp.ax_,
         hist_ax=disp.hist_ax_,
     )
-    disp.ax_.set_title("Digits, test part: before and after")
-    disp.figure_.tight_layout()
+    disp.figure_.suptitle("Digits, test part: before and after")
     curve = TemperatureCurveDisplay.from_estimator(calibrated, X_val, y_val)
     curve.ax_.set_title("Validation log-loss over the candidates")
-    curve.figure_.tight_layout()
     paths = [folder / "reliability.png", folder / "temperature_curve.png"]
     with _atomic_outputs([str(p) for p in paths], force=True) as temps:
         disp.figure_.savefig(temps[0], format="png", dpi=100)

@@ -93,8 +93,8 @@ def test_one_vs_rest_and_from_predictions(pyplot, fitted):
     np.testing.assert_allclose(
         [p.get_height() for p in disp.bars_.patches], curve.accuracy[curve.counts > 0]
     )
-    assert disp.ax_.get_ylabel() == "Observed frequency"
-    with pytest.raises(ValueError, match="class_ must be a column index"):
+    assert disp.ax_.get_ylabel() == "Frequency of class 3"
+    with pytest.raises(ValueError, match="class_ must be a class label or a column"):
         ReliabilityDisplay.from_predictions(y_te, proba, class_=10)
 
 
@@ -206,3 +206,148 @@ def test_one_line_per_group_over_the_whole(pyplot, fitted):
     assert disp.ece == pytest.approx(expected_calibration_error(y_te, proba))
     with pytest.raises(ValueError, match="one label per sample"):
         ReliabilityDisplay.from_predictions(y_te, proba, groups=groups[:3])
+
+
+# --------------------------------------------------------------------------
+# Pictures that explain themselves by default.
+
+
+def _inside(fig, artist) -> bool:
+    fig.canvas.draw()
+    box = artist.get_window_extent()
+    whole = fig.bbox
+    return (
+        box.x0 >= whole.x0 - 1
+        and box.y0 >= whole.y0 - 1
+        and box.x1 <= whole.x1 + 1
+        and box.y1 <= whole.y1 + 1
+    )
+
+
+def test_a_second_display_gets_its_own_colour_and_legend(pyplot, fitted):
+    from matplotlib.colors import to_hex
+
+    model, clf, _, _, X_te, y_te = fitted
+    before = ReliabilityDisplay.from_estimator(model, X_te, y_te, name="before")
+    after = ReliabilityDisplay.from_estimator(
+        clf,
+        X_te,
+        y_te,
+        name="after",
+        kind="line",
+        ax=before.ax_,
+        hist_ax=before.hist_ax_,
+    )
+    first = to_hex(before.bars_.patches[0].get_facecolor(), keep_alpha=False)
+    second = to_hex(after.line_.get_color())
+    assert first != second
+    assert to_hex(after.hist_.patches[0].get_facecolor(), keep_alpha=False) == second
+    names = [t.get_text() for t in before.hist_ax_.get_legend().get_texts()]
+    assert names == ["before", "after"]
+
+
+def test_legend_and_labels_stay_clear_and_inside(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    disp = ReliabilityDisplay.from_estimator(model, X_te, y_te)
+    fig = disp.figure_
+    assert type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    legend = disp.ax_.get_legend()
+    fig.canvas.draw()
+    # Above the diagram: it covers no bar, no line, no point.
+    assert legend.get_window_extent().y0 >= disp.ax_.get_window_extent().y1 - 1
+    for label in (disp.ax_.yaxis.label, disp.hist_ax_.xaxis.label, legend):
+        assert _inside(fig, label)
+    curve = TemperatureCurveDisplay.from_logits(
+        model.decision_function(X_te), y_te, temperature=2.0
+    )
+    for label in (curve.ax_.xaxis.label, curve.ax_.yaxis.label):
+        assert _inside(curve.figure_, label)
+
+
+def test_binary_top_label_axis_and_pos_label(pyplot):
+    rng = np.random.default_rng(0)
+    p1 = rng.uniform(size=400)
+    y = np.where(rng.uniform(size=400) < p1, "yes", "no")
+    top = ReliabilityDisplay.from_predictions(y, p1)
+    assert top.ax_.get_xlim() == (0.5, 1.0)  # no confidence is below 1/K
+    pos = ReliabilityDisplay.from_predictions(y, p1, pos_label="yes", n_bins=10)
+    same = ReliabilityDisplay.from_predictions(y, p1, class_=1, n_bins=10)
+    curve = reliability_curve(y, p1, class_=1, n_bins=10)
+    for disp in (pos, same):
+        np.testing.assert_allclose(
+            [b.get_height() for b in disp.bars_.patches],
+            curve.accuracy[curve.counts > 0],
+        )
+        assert disp.ax_.get_xlim() == (0.0, 1.0)
+    assert pos.hist_ax_.get_xlabel() == "p(class yes)"
+    with pytest.raises(ValueError, match="pos_label is for binary problems"):
+        ReliabilityDisplay.from_predictions([0, 1, 2], np.eye(3), pos_label=1)
+
+
+def test_class_accepts_a_label(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    names = np.array([f"digit {d}" for d in range(10)])
+    proba = model.predict_proba(X_te)
+    by_label = ReliabilityDisplay.from_predictions(
+        names[y_te], proba, class_="digit 3", labels=names
+    )
+    by_index = ReliabilityDisplay.from_predictions(names[y_te], proba, class_=3)
+    assert [b.get_height() for b in by_label.bars_.patches] == [
+        b.get_height() for b in by_index.bars_.patches
+    ]
+    assert by_label.ax_.get_ylabel() == "Frequency of class digit 3"
+    # Labels that are not 0..K-1: a label, never the column of that number.
+    shifted = ReliabilityDisplay.from_estimator(
+        _Shifted(model), X_te, y_te + 1, class_=1, n_bins=5
+    )
+    curve = reliability_curve(y_te, proba, class_=0, n_bins=5)
+    np.testing.assert_allclose(
+        [b.get_height() for b in shifted.bars_.patches],
+        curve.accuracy[curve.counts > 0],
+    )
+
+
+class _Shifted:
+    """A fitted model whose classes are 1..10."""
+
+    def __init__(self, model):
+        self.model, self.classes_ = model, model.classes_ + 1
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(X)
+
+
+def test_unknown_keywords_are_a_type_error_that_names_them(pyplot):
+    with pytest.raises(TypeError, match=r"\['colour'\]"):
+        ReliabilityDisplay.from_predictions([0, 1], [0.2, 0.7], colour="red")
+    with pytest.raises(TypeError, match=r"\['smoothing'\]"):
+        TemperatureCurveDisplay.from_logits([[0.0, 1.0]], [1], smoothing=3)
+    # Known matplotlib properties still pass through.
+    disp = ReliabilityDisplay.from_predictions([0, 1], [0.2, 0.7], alpha=0.3)
+    assert disp.bars_.patches[0].get_alpha() == 0.3
+
+
+def test_quantile_bins_show_their_edges(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    disp = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, strategy="quantile", n_bins=8
+    )
+    segments = disp.hist_.get_segments()
+    np.testing.assert_allclose([s[0][0] for s in segments], disp.edges)
+    assert disp.hist_ax_.get_ylabel() == "Bin edges"
+
+
+def test_temperature_curve_at_the_boundary_is_labelled_and_visible(pyplot):
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(300, 4))
+    y = z.argmax(axis=1)
+    z[np.arange(300), y] += 50  # separable by 50: the loss falls to 0 as T -> 0
+    with pytest.warns(Warning):
+        scaler = TemperatureScaler().fit(z, y)
+    disp = TemperatureCurveDisplay.from_estimator(scaler, z, y)
+    assert scaler.at_boundary_
+    assert "edge of the grid" in disp.marker_.get_label()
+    assert disp.marker_.get_marker() == "D"
+    assert any(line.get_xdata()[0] == scaler.temperature_ for line in disp.ax_.lines)
+    assert disp.losses.min() == 0.0  # underflows: a log axis would drop it
+    assert disp.ax_.get_yscale() == "linear"
