@@ -46,6 +46,19 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert "bold (n=" in example and "95% interval" in example
     assert list((tmp_path / "html" / "_images").glob("sphx_glr_plot_groups_*.png"))
     assert not (ROOT / "docs" / "auto_examples").exists()
+    # The ecosystem's theme, with the copyright in the footer.
+    index = (tmp_path / "html" / "index.html").read_text()
+    assert "pydata-sphinx-theme" in index
+    assert "Copyright 2026, skts developers" in index and "©. |" not in index
+    # Formulas are math (MathJax), not code blocks.
+    guide = (tmp_path / "html" / "user_guide.html").read_text()
+    assert "mathjax" in guide.lower() and "\\begin{align*}" in guide
+    assert "Σ_l exp(z_l(x)/T)" not in guide  # the old formula in a code block
+    assert "\\mathrm{ECE}" in (tmp_path / "html" / "metrics.html").read_text()
+    # Code blocks wrap their long lines instead of scrolling sideways.
+    assert "_static/skts.css" in guide
+    css = (tmp_path / "html" / "_static" / "skts.css").read_text()
+    assert "white-space: pre-wrap" in css
 
 
 _BUILT = shutil.ignore_patterns("_build", "auto_examples", "sg_execution_times.rst")
