@@ -60,8 +60,7 @@ print(report)
 disp = ReliabilityDisplay.from_estimator(
     calibrated, X_test, y_test, groups=g_test, n_bins=10, name="one T"
 )
-disp.ax_.set_title("One temperature, two groups")
-disp.ax_.legend(loc="lower right", fontsize="small")
+disp.figure_.suptitle("One temperature, two groups")
 plt.show()
 
 # %%

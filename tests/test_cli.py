@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _data import DATA, MISSING
 
 from skts import TemperatureScaler
 from skts._temperature import default_temperatures
 from skts.cli import parse_temperatures
 from skts.metrics import calibration_report
+
+from _data import DATA, MISSING
 
 
 def run(*args, cwd):

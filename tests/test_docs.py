@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _data import DATA
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -34,7 +36,8 @@ def test_sphinx_build_has_no_warnings(tmp_path):
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        # The CIFAR example reads the real logits when they are here.
+        env={**os.environ, "MPLBACKEND": "Agg", "SKTS_DATA": str(DATA)},
     )
     assert result.returncode == 0, result.stderr
     html = (tmp_path / "html" / "api.html").read_text()
@@ -46,6 +49,21 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert "bold (n=" in example and "95% interval" in example
     assert list((tmp_path / "html" / "_images").glob("sphx_glr_plot_groups_*.png"))
     assert not (ROOT / "docs" / "auto_examples").exists()
+    gallery = tmp_path / "html" / "auto_examples"
+    expected = {
+        "plot_cost_sensitive": "calibrated, 0.091",
+        "plot_naive_bayes": "group B: its own T",
+        "plot_model_selection": "best C with temperature scaling",
+        "plot_many_classes": "(the truth is 1.7)",
+        "plot_cifar_logits": (
+            "CIFAR-10 DenseNet-40: T = 2.884" if DATA.exists() else "skipped"
+        ),
+    }
+    for name, text in expected.items():
+        page = (gallery / f"{name}.html").read_text()
+        assert text in page, name
+        figures = list((tmp_path / "html" / "_images").glob(f"sphx_glr_{name}_*.png"))
+        assert bool(figures) == (name != "plot_cifar_logits" or DATA.exists()), name
     # The ecosystem's theme, with the copyright in the footer.
     index = (tmp_path / "html" / "index.html").read_text()
     assert "pydata-sphinx-theme" in index

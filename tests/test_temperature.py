@@ -5,8 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-from _data import DATA as _DATA
-from _data import MISSING
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -22,6 +20,8 @@ from skts._temperature import (
     solve_continuous,
 )
 
+from _data import DATA as _DATA
+from _data import MISSING
 from _reference import exact_choices, exact_losses, float_losses
 
 # --------------------------------------------------------------------------
