@@ -26,6 +26,9 @@ sphinx_gallery_conf = {
 }
 exclude_patterns = ["_build", "images/*.md"]
 numpydoc_show_class_members = False
+# Types are in the numpydoc "Parameters" sections, in words; the signatures
+# stay readable (no NDArray[np.float64] or ArrayLike).
+autodoc_typehints = "none"
 numpydoc_xref_param_type = False
 autosummary_generate = False
 myst_heading_anchors = 3

@@ -270,6 +270,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         -------
         self : TemperatureScaledClassifier
             The fitted classifier.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+        >>> clf = clf.fit(X, y)
+        >>> len(clf.estimators_), clf.classes_.tolist(), clf.temperature_ > 0
+        (3, [0, 1, 2], True)
         """
         # Under array_api_dispatch the estimator gets y as given (in X's
         # namespace); the calibration reads a NumPy copy (O(n)).
@@ -429,6 +440,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         ndarray of shape (n_samples, n_classes) or (n_samples,)
             Calibrated logits; for two classes the 1-D score whose sign gives
             ``classes_[1]`` (``> 0``), as scikit-learn does.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+        >>> clf = clf.fit(X, y)
+        >>> clf.decision_function(X[:2]).shape  # calibrated logits
+        (2, 3)
         """
         check_is_fitted(self)
         check_same_space(self, X, "decision_function")
@@ -456,6 +478,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         -------
         ndarray of shape (n_samples, n_classes)
             Rows sum to 1, columns follow ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+        >>> clf = clf.fit(X, y)
+        >>> clf.predict_proba(X[:2]).sum(axis=1).round(12)
+        array([1., 1.])
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict_proba")
@@ -476,6 +509,19 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         -------
         ndarray of shape (n_samples, n_classes)
             Calibrated log-probabilities.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+        >>> clf = clf.fit(X, y)
+        >>> import numpy as np
+        >>> log_p, p = clf.predict_log_proba(X[:2]), clf.predict_proba(X[:2])
+        >>> bool(np.allclose(np.exp(log_p), p))
+        True
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict_log_proba")
@@ -496,6 +542,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         -------
         ndarray of shape (n_samples,)
             Predicted labels from ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skts import TemperatureScaledClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+        >>> clf = clf.fit(X, y)
+        >>> clf.predict(X[:3])
+        array([0, 0, 0])
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict")

@@ -200,6 +200,21 @@ class ReliabilityDisplay:
         -------
         display : ReliabilityDisplay
             ``self``, with the artists set.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from skts import ReliabilityDisplay
+        >>> from skts.metrics import reliability_curve
+        >>> curve = reliability_curve([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.6], n_bins=5)
+        >>> disp = ReliabilityDisplay(
+        ...     confidence=curve.confidence, accuracy=curve.accuracy,
+        ...     counts=curve.counts, edges=curve.edges, ece=curve.calibration_error(),
+        ... )
+        >>> disp = disp.plot(name="my model")
+        >>> disp.ax_.get_legend().get_texts()[1].get_text()
+        'my model (ECE = 0.2750)'
         """
         plt = _pyplot("ReliabilityDisplay")
         if kind not in ("bar", "line"):
@@ -547,6 +562,19 @@ class ReliabilityDisplay:
         -------
         display : ReliabilityDisplay
             The drawn display.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from skts import ReliabilityDisplay
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = LogisticRegression(max_iter=1000).fit(X[::2], y[::2])
+        >>> disp = ReliabilityDisplay.from_estimator(model, X[1::2], y[1::2], n_bins=5)
+        >>> disp.ax_.get_ylabel(), len(disp.counts)
+        ('Accuracy', 5)
         """
         if not hasattr(estimator, "predict_proba"):
             raise ValueError(
@@ -636,6 +664,20 @@ class TemperatureCurveDisplay:
         -------
         display : TemperatureCurveDisplay
             ``self``, with the artists set.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> import numpy as np
+        >>> from skts import TemperatureCurveDisplay
+        >>> disp = TemperatureCurveDisplay(
+        ...     temperatures=np.array([0.5, 1.0, 2.0]),
+        ...     losses=np.array([0.9, 0.6, 0.7]),
+        ...     temperature=1.0,
+        ... ).plot()
+        >>> disp.marker_.get_label()
+        'chosen T = 1'
         """
         plt = _pyplot("TemperatureCurveDisplay")
         _check_artist_kwargs(kwargs, "line", "TemperatureCurveDisplay.plot")
@@ -717,6 +759,19 @@ class TemperatureCurveDisplay:
         -------
         display : TemperatureCurveDisplay
             The drawn display.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> import numpy as np
+        >>> from skts import TemperatureCurveDisplay
+        >>> logits = np.log([[9.0, 1.0]] * 4)
+        >>> disp = TemperatureCurveDisplay.from_logits(
+        ...     logits, [0, 0, 0, 1], temperatures=[0.5, 1.0, 2.0, 4.0], temperature=2.0
+        ... )
+        >>> disp.losses.round(4)
+        array([1.1109, 0.6547, 0.5623, 0.5931])
         """
         from skts._scaler import _check_temperatures
 
@@ -756,6 +811,21 @@ class TemperatureCurveDisplay:
         -------
         display : TemperatureCurveDisplay
             The drawn display.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> import numpy as np
+        >>> from skts import TemperatureCurveDisplay
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0, 4.0]).fit(
+        ...     logits, [0, 0, 0, 1]
+        ... )
+        >>> disp = TemperatureCurveDisplay.from_estimator(scaler, logits, [0, 0, 0, 1])
+        >>> disp.marker_.get_xdata()[0] == scaler.temperature_
+        np.True_
         """
         if isinstance(estimator, TemperatureScaledClassifier):
             logits = estimator._uncalibrated_logits(X)

@@ -180,6 +180,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         -------
         self : TemperatureScaler
             The fitted scaler.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+        >>> y = [0, 0, 0, 1]  # but only 3 in 4 are right
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(logits, y)
+        >>> scaler.temperature_, round(scaler.validation_loss_, 4)
+        (2.0, 0.5623)
         """
         temperatures = _check_temperatures(self.temperatures)
         fit_space = space(logits)
@@ -245,6 +255,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             ``logits / temperature_`` in float64 (an array-API array under
             ``array_api_dispatch``: in its namespace, on its device, in its
             floating type, at least float32).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+        >>> y = [0, 0, 0, 1]  # but only 3 in 4 are right
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(logits, y)
+        >>> scaler.transform(logits[:1]).round(4)  # logits / T
+        array([[1.0986, 0.    ]])
         """
         logits, xp = self._logits(logits, "transform")
         if xp is not None:
@@ -271,6 +291,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Rows sum to 1 (float64; under ``array_api_dispatch``, in the
             input's namespace, device and floating type, at least float32).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+        >>> y = [0, 0, 0, 1]  # but only 3 in 4 are right
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(logits, y)
+        >>> scaler.predict_proba(logits[:1]).round(4)  # 0.9 softened to 0.75
+        array([[0.75, 0.25]])
         """
         logits, xp = self._logits(logits, "predict_proba")
         if xp is not None:
@@ -294,6 +324,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Calibrated log-probabilities (float64; under
             ``array_api_dispatch``, as :meth:`predict_proba`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+        >>> y = [0, 0, 0, 1]  # but only 3 in 4 are right
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(logits, y)
+        >>> scaler.predict_log_proba(logits[:1]).round(4)
+        array([[-0.2877, -1.3863]])
         """
         logits, xp = self._logits(logits, "predict_log_proba")
         if xp is not None:
@@ -348,6 +388,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
             Predicted class indices; dividing by ``T > 0`` never changes them.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)  # every forecast says 0.9
+        >>> y = [0, 0, 0, 1]  # but only 3 in 4 are right
+        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0]).fit(logits, y)
+        >>> scaler.predict(logits[:2])  # never changed by T
+        array([0, 0])
         """
         logits, xp = self._logits(logits, "predict")
         if xp is not None:

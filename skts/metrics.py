@@ -77,17 +77,41 @@ class ReliabilityCurve:
 
     @property
     def gap(self) -> NDArray[np.float64]:
-        """``accuracy - confidence`` per bin (NaN for empty bins)."""
+        """``accuracy - confidence`` per bin (NaN for empty bins).
+
+        Examples
+        --------
+        >>> from skts.metrics import reliability_curve
+        >>> curve = reliability_curve([1, 1, 0, 1], [0.9, 0.8, 0.3, 0.6], n_bins=2)
+        >>> curve.gap.round(2)  # the first bin is empty
+        array([ nan, 0.25])
+        """
         return self.accuracy - self.confidence
 
     def calibration_error(self) -> float:
-        """Bin-mass weighted mean of ``|gap|`` over non-empty bins (the ECE)."""
+        """Bin-mass weighted mean of ``|gap|`` over non-empty bins (the ECE).
+
+        Examples
+        --------
+        >>> from skts.metrics import reliability_curve
+        >>> curve = reliability_curve([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.6], n_bins=5)
+        >>> round(curve.calibration_error(), 4)  # 3/4 * |2/3 - 0.9| + 1/4 * |1 - 0.6|
+        0.275
+        """
         full = self.counts > 0
         total = self.counts[full].sum()
         return float(np.dot(self.counts[full], np.abs(self.gap[full])) / total)
 
     def maximum_error(self) -> float:
-        """Largest ``|gap|`` over non-empty bins (the MCE)."""
+        """Largest ``|gap|`` over non-empty bins (the MCE).
+
+        Examples
+        --------
+        >>> from skts.metrics import reliability_curve
+        >>> curve = reliability_curve([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.6], n_bins=5)
+        >>> round(curve.maximum_error(), 4)  # the bin of the 0.6 forecast: |1 - 0.6|
+        0.4
+        """
         full = self.counts > 0
         return float(np.max(np.abs(self.gap[full])))
 
@@ -489,7 +513,19 @@ class CalibrationReport:
         return self.values[name]
 
     def to_dict(self) -> dict:
-        """Plain-JSON form of the report."""
+        """Plain-JSON form of the report.
+
+        Examples
+        --------
+        >>> import json
+        >>> from skts.metrics import calibration_report
+        >>> report = calibration_report([0, 1, 1], [[0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> d = report.to_dict()
+        >>> d["n_samples"], round(d["values"]["accuracy"], 4), d["intervals"]
+        (3, 1.0, {})
+        >>> json.loads(json.dumps(d)) == d  # plain JSON
+        True
+        """
         return {
             "n_samples": self.n_samples,
             "values": dict(self.values),
