@@ -4,6 +4,7 @@ Run from the repository root: ``python docs/make_figures.py``.
 """
 
 import os
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -21,8 +22,81 @@ DATA = Path(
 OUT = Path(__file__).resolve().parent / "images"
 
 
+def display_cases() -> None:
+    """The displays' default pictures, one per case (no data needed beyond
+    what scikit-learn ships): the visual record of how they look."""
+    from sklearn.datasets import load_breast_cancer, load_digits
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skts import TemperatureScaledClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_rest, y_tr, y_rest = train_test_split(
+        X, y, train_size=0.5, random_state=0, stratify=y
+    )
+    X_val, X_te, y_val, y_te = train_test_split(
+        X_rest, y_rest, test_size=0.5, random_state=0, stratify=y_rest
+    )
+    model = LogisticRegression(C=1000, max_iter=10000).fit(X_tr, y_tr)
+    mild = LogisticRegression(C=0.0005, max_iter=10000).fit(X_tr, y_tr)
+    calibrated = TemperatureScaledClassifier(FrozenEstimator(model)).fit(X_val, y_val)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    Xb_tr, Xb_te, yb_tr, yb_te = train_test_split(
+        Xb, yb, train_size=0.5, random_state=0, stratify=yb
+    )
+    binary = make_pipeline(StandardScaler(), LogisticRegression(C=1000))
+    binary.fit(Xb_tr, yb_tr)
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(300, 4))
+    ys = z.argmax(axis=1)
+    z[np.arange(300), ys] += 50  # separable: the loss falls to 0 as T -> 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        separable = TemperatureScaler().fit(z, ys)
+
+    def save(display, name):
+        display.figure_.savefig(OUT / f"display_{name}.png", dpi=80)
+        plt.close(display.figure_)
+
+    first = ReliabilityDisplay.from_estimator(model, X_te, y_te, name="before")
+    ReliabilityDisplay.from_estimator(
+        calibrated,
+        X_te,
+        y_te,
+        name="after",
+        kind="line",
+        ax=first.ax_,
+        hist_ax=first.hist_ax_,
+    )
+    save(first, "comparison")
+    save(ReliabilityDisplay.from_estimator(model, X_te, y_te), "multiclass")
+    save(
+        ReliabilityDisplay.from_estimator(model, X_te, y_te, class_=3, n_bins=10),
+        "classwise",
+    )
+    save(
+        ReliabilityDisplay.from_estimator(
+            mild, X_te, y_te, strategy="quantile", n_bins=10
+        ),
+        "quantile",
+    )
+    save(ReliabilityDisplay.from_estimator(binary, Xb_te, yb_te), "binary")
+    save(
+        ReliabilityDisplay.from_estimator(binary, Xb_te, yb_te, pos_label=1, n_bins=10),
+        "binary_pos_label",
+    )
+    save(TemperatureCurveDisplay.from_estimator(calibrated, X_val, y_val), "curve")
+    save(TemperatureCurveDisplay.from_estimator(separable, z, ys), "curve_boundary")
+    print(f"display cases in {OUT}")
+
+
 def main() -> None:
     OUT.mkdir(exist_ok=True)
+    display_cases()
     for name, title in [
         ("playground_cifar100", "CIFAR-100"),
         ("densenet40_cifar10", "CIFAR-10 DenseNet-40"),
