@@ -244,7 +244,9 @@ def test_multi_metric_and_fallback():
     )
     assert np.all(result["test_acc"] > 0.8)
     assert np.all(result["test_ece"] <= 0)
-    with pytest.raises(ValueError, match="not a valid scoring value"):
+    with pytest.raises(
+        ValueError, match="'no_such_scorer' is not a scorer: skts provides"
+    ):
         get_scorer("no_such_scorer")
 
 
