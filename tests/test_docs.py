@@ -114,3 +114,12 @@ def test_every_public_function_and_method_has_an_example():
         if "Examples\n--------" not in doc:
             missing.append(getattr(obj, "__qualname__", repr(obj)))
     assert missing == []
+
+
+def test_the_pages_use_public_names_only():
+    # What a user copies from the docs must work with the public API (the
+    # persistence page names the trusted classes by their module, as skops
+    # requires, but imports nothing private).
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        assert "from skts._" not in text and "import skts._" not in text, page.name
