@@ -1,6 +1,7 @@
 """Test-session setup shared by the tests and the doctests."""
 
 import os
+import sys
 from pathlib import Path
 
 # scikit-learn's array-API estimator check runs only when scipy is imported
@@ -81,3 +82,43 @@ def pytest_collection_modifyitems(config, items):
                     f"{sklearn.__version__})"
                 )
             )
+
+
+# Nothing a test or doctest writes may land in the repository: every new
+# file that git would show (untracked and not ignored) fails the session.
+_ROOT = Path(__file__).resolve().parent
+
+
+def _untracked() -> set[str] | None:
+    import subprocess
+
+    if not (_ROOT / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if line.startswith("??")}
+
+
+def pytest_sessionstart(session):
+    session.config._skts_untracked = _untracked()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_skts_untracked", None)
+    after = _untracked()
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        print(f"\nThe tests wrote into the repository: {new}", file=sys.stderr)
+        session.exitstatus = 1
