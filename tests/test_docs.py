@@ -65,7 +65,9 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     for name, text in expected.items():
         page = (gallery / f"{name}.html").read_text()
         assert text in page, name
-        figures = list((tmp_path / "html" / "_images").glob(f"sphx_glr_{name}_*.png"))
+        figures = list(
+            (tmp_path / "html" / "_images").glob(f"sphx_glr_{name}_[0-9]*.png")
+        )
         assert bool(figures) == (name != "plot_cifar_logits" or DATA.exists()), name
     # The ecosystem's theme, with the copyright in the footer.
     index = (tmp_path / "html" / "index.html").read_text()
