@@ -1375,25 +1375,31 @@ def _build_parser() -> argparse.ArgumentParser:
             help="no progress bars (shown on stderr only when it is a terminal)",
         )
 
-    p = sub.add_parser(
+    def command(name: str, summary: str, description: str):
+        """A subcommand whose --help shows its defaults and an example."""
+        return sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=_EXAMPLES[name],
+            formatter_class=_Formatter,
+        )
+
+    p = command(
         "demo",
-        help="run the whole story on a real model",
-        description="Train a real model, calibrate it, print a before/after\n"
+        "run the whole story on a real model",
+        "Train a real model, calibrate it, print a before/after\n"
         "table and write the figures.",
-        epilog=_EXAMPLES["demo"],
-        formatter_class=_Formatter,
     )
     p.add_argument("--out", default="skts-demo", help="folder for the figures")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser(
+    p = command(
         "fit",
-        help="choose T on validation logits",
-        description="Choose the temperature T on held-out (validation) logits\n"
+        "choose T on validation logits",
+        "Choose the temperature T on held-out (validation) logits\n"
         "and write it, with the metrics before and after, as JSON.",
-        epilog=_EXAMPLES["fit"],
-        formatter_class=_Formatter,
     )
     inputs(p, labels=True)
     p.add_argument(
@@ -1418,13 +1424,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_fit)
 
-    p = sub.add_parser(
+    p = command(
         "apply",
-        help="write calibrated probabilities",
-        description="Write softmax(logits / T) (or its log) and/or the\n"
+        "write calibrated probabilities",
+        "Write softmax(logits / T) (or its log) and/or the\n"
         "predicted classes, block by block.",
-        epilog=_EXAMPLES["apply"],
-        formatter_class=_Formatter,
     )
     inputs(p, labels=False)
     p.add_argument("--calibration", required=True, help="JSON from 'skts fit'")
@@ -1440,13 +1444,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_apply)
 
-    p = sub.add_parser(
+    p = command(
         "report",
-        help="calibration metrics, before (and after)",
-        description="Calibration metrics of the logits as they are (T = 1)\n"
+        "calibration metrics, before (and after)",
+        "Calibration metrics of the logits as they are (T = 1)\n"
         "and, with --calibration, after dividing them by T.",
-        epilog=_EXAMPLES["report"],
-        formatter_class=_Formatter,
     )
     inputs(p, labels=True)
     p.add_argument("--calibration", help="JSON from 'skts fit'")
