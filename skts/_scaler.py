@@ -9,7 +9,7 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import (
     check_array,
     check_is_fitted,
@@ -73,10 +73,18 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         starting estimate of ``beta``.
 
     n_jobs : int, default=None
-        Threads over row blocks in the search (numpy releases the GIL):
-        ``None`` uses all cores where it pays (at least 64 classes and 2**22
-        logits), ``-1`` all cores, ``k`` k threads. The answer does not depend
-        on it. (On Dask arrays the scheduler's workers run the blocks.)
+        Threads over row blocks (OpenMP threads of the compiled pass) in the
+        search and in the predictions: ``None`` uses all cores from 2**18
+        logits on, ``-1`` all cores, ``k`` k threads. The answer does not
+        depend on it: every block's sums are added in block order. (On Dask
+        arrays the scheduler's workers run the blocks.)
+
+    dtype : {np.float64, np.float32}, default=np.float64
+        Floating type of what :meth:`predict_proba`, :meth:`predict_log_proba`,
+        :meth:`transform` and :meth:`decision_function` return for NumPy input
+        (the arithmetic is float64 either way). ``None`` keeps the input's:
+        float32 logits give float32 probabilities, at half the memory. Under
+        ``array_api_dispatch`` the outputs keep the input's type regardless.
 
     Attributes
     ----------
@@ -143,13 +151,23 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         "solver": [StrOptions({"grid", "continuous"})],
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "n_jobs": [Integral, None],
+        "dtype": [Options(type, {np.float32, np.float64}), None],
     }
 
-    def __init__(self, temperatures=None, *, solver="grid", tol=1e-10, n_jobs=None):
+    def __init__(
+        self,
+        temperatures=None,
+        *,
+        solver="grid",
+        tol=1e-10,
+        n_jobs=None,
+        dtype=np.float64,
+    ):
         self.temperatures = temperatures
         self.solver = solver
         self.tol = tol
         self.n_jobs = n_jobs
+        self.dtype = dtype
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, logits, y, sample_weight=None):
@@ -252,9 +270,9 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            ``logits / temperature_`` in float64 (an array-API array under
-            ``array_api_dispatch``: in its namespace, on its device, in its
-            floating type, at least float32).
+            ``logits / temperature_`` in float64, or as ``dtype`` asks (an
+            array-API array under ``array_api_dispatch``: in its namespace, on
+            its device, in its floating type, at least float32).
 
         Examples
         --------
@@ -271,12 +289,19 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             return widen(logits, xp) / self.temperature_
         if _is_dask_array(logits):
             return logits.astype(np.float64) / self.temperature_
-        out = np.empty(logits.shape)
+        out = np.empty(logits.shape, dtype=self._output_dtype(logits))
         with np.errstate(over="ignore"):
             for rows in _blocks(*logits.shape):
                 block = np.asarray(logits[rows], dtype=np.float64)
-                np.divide(block, self.temperature_, out=out[rows])
+                out[rows] = block / self.temperature_
         return out
+
+    def _output_dtype(self, logits):
+        """The floating type of NumPy outputs (see ``dtype``)."""
+        if self.dtype is None:
+            wide = getattr(logits, "dtype", None) == np.float64
+            return np.float64 if wide else np.float32
+        return self.dtype
 
     def predict_proba(self, logits):
         """Calibrated probabilities ``softmax(logits / temperature_)``.
@@ -289,8 +314,9 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Rows sum to 1 (float64; under ``array_api_dispatch``, in the
-            input's namespace, device and floating type, at least float32).
+            Rows sum to 1 (float64, or as ``dtype`` asks; under
+            ``array_api_dispatch``, in the input's namespace, device and
+            floating type, at least float32).
 
         Examples
         --------
@@ -309,7 +335,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             from skts._dask import softmax_lazy
 
             return softmax_lazy(logits, self.temperature_)
-        return softmax(logits, self.temperature_)
+        return softmax(
+            logits,
+            self.temperature_,
+            dtype=self._output_dtype(logits),
+            n_jobs=self.n_jobs,
+        )
 
     def predict_log_proba(self, logits):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
@@ -322,7 +353,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Calibrated log-probabilities (float64; under
+            Calibrated log-probabilities (float64, or as ``dtype`` asks; under
             ``array_api_dispatch``, as :meth:`predict_proba`).
 
         Examples
@@ -342,7 +373,12 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             from skts._dask import log_softmax_lazy
 
             return log_softmax_lazy(logits, self.temperature_)
-        return log_softmax(logits, self.temperature_)
+        return log_softmax(
+            logits,
+            self.temperature_,
+            dtype=self._output_dtype(logits),
+            n_jobs=self.n_jobs,
+        )
 
     def decision_function(self, logits):
         """Calibrated scores, as a scikit-learn classifier returns them.

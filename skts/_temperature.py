@@ -1,4 +1,5 @@
-"""Numerics of temperature scaling (numpy only).
+"""Numerics of temperature scaling: the search in Python, the per-block pass
+compiled (``skts._kernel``: C with OpenMP threads, no BLAS).
 
 Everything here works on validated arrays: ``logits`` of shape
 ``(n_samples, n_classes)`` (float32 or float64, any finite values), ``y`` integer
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from skts import _kernel
+
 __all__ = [
     "BoundaryTemperatureWarning",
     "SearchResult",
@@ -43,14 +46,12 @@ __all__ = [
     "solve_continuous",
 ]
 
-# About 64k float64 values per block (512 KiB): large enough that numpy's
-# per-call overhead is small, small enough to stay in the L2 cache.
+# About 64k logits per block: the unit of every sum's order (each block's sums
+# are added in block order), read by the kernel in cache-sized chunks.
 _BLOCK_ELEMENTS = 1 << 16
 _F32_BLOCKS = 4
 _EPS = float(np.finfo(np.float64).eps)
 _BIG = float(np.finfo(np.float64).max)
-# Up to this many classes, blocks are handled column-wise (see _centred32).
-_TRANSPOSE_MAX_CLASSES = 32
 # Exponents are clamped at -700 (see _slopes): each clamped exponential is
 # off by at most exp(-700) < 1e-304, and x exp(x) by at most 2 * 700 of that.
 _EXP_FLOOR = -700.0
@@ -120,9 +121,8 @@ def default_temperatures() -> NDArray[np.float64]:
 
 def _blocks(n_samples: int, n_classes: int, factor: int = 1) -> Iterator[slice]:
     # The block size depends on the shape only, so the summation order (and
-    # hence every bit of the result) is the same whatever the caller. Float32
-    # passes use blocks of ``_F32_BLOCKS`` float64 blocks (aligned with them):
-    # fewer, larger numpy calls, whose temporaries still fit in the L2 cache.
+    # hence every bit of the result) is the same whatever the caller. Some
+    # backends group ``_F32_BLOCKS`` blocks (aligned with them) per task.
     step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1)) * factor
     for start in range(0, n_samples, step):
         yield slice(start, min(start + step, n_samples))
@@ -154,9 +154,9 @@ def _map_blocks(
 ) -> list:
     """``fn`` over the row blocks, results in block order.
 
-    numpy releases the GIL inside its loops, so threads over blocks use several
-    cores; callers reduce the results in block order, so the answer does not
-    depend on the number of threads.
+    The kernel releases the GIL, so threads over blocks use several cores
+    (inputs it reads block by block); callers reduce the results in block
+    order, so the answer does not depend on the number of threads.
     """
     slices = list(_blocks(n_samples, n_classes, factor))
     threads = min(_n_threads(n_jobs, n_samples * n_classes, n_classes), len(slices))
@@ -170,6 +170,68 @@ def _map_blocks(
     for i, part in enumerate(parts):
         out[i::threads] = part
     return out
+
+
+def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
+    """Threads of a compiled pass: ``None`` uses every core from 2**18 logits
+    on (below, one block or two: threads cost more than they save)."""
+    cores = os.cpu_count() or 1
+    if n_jobs is None:
+        return cores if n_elements >= 1 << 18 else 1
+    if n_jobs < 0:
+        return max(1, cores + 1 + n_jobs)
+    return max(1, int(n_jobs))
+
+
+def _compiled(logits) -> bool:
+    """Whether the compiled kernel reads ``logits`` in place (NumPy float32
+    or float64, C-contiguous, memory maps included)."""
+    return _kernel.supports(logits)
+
+
+def _kernel_pass(
+    logits, y, sample_weight, total, betas, temperatures, mode, n_jobs, **options
+):
+    """One compiled pass: per-block sums, one row per block of :func:`_blocks`.
+
+    Arrays the kernel cannot read in place (float16 blocks widened on the
+    fly, strided views) are handed to it block by block, each block a
+    contiguous float32 or float64 copy: the same blocks, hence the same bits.
+    """
+    n_samples, n_classes = logits.shape
+    if _compiled(logits):
+        threads = _kernel_threads(n_jobs, n_samples * n_classes)
+        return _kernel.block_pass(
+            logits,
+            y,
+            sample_weight,
+            float(total),
+            betas,
+            temperatures,
+            mode,
+            n_threads=threads,
+            **options,
+        )
+
+    def block(rows: slice):
+        z = logits[rows]
+        if z.dtype != np.float64:
+            z = np.ascontiguousarray(z, dtype=np.float32)
+        return _kernel.block_pass(
+            np.ascontiguousarray(z),
+            y[rows],
+            None if sample_weight is None else sample_weight[rows],
+            float(total),
+            betas,
+            temperatures,
+            mode,
+            **options,
+        )
+
+    parts = _map_blocks(block, n_samples, n_classes, n_jobs)
+    sums = np.concatenate([p[0] for p in parts])
+    found = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
+    return sums, found
 
 
 _LOCAL = threading.local()
@@ -191,64 +253,6 @@ def _scratch(name: str, shape: tuple[int, ...], dtype=np.float32) -> NDArray:
             max(size, _BLOCK_ELEMENTS * _F32_BLOCKS), dtype=dtype
         )
     return buf[:size].reshape(shape)
-
-
-def _row_extreme(z: NDArray, ufunc=np.maximum) -> NDArray:
-    """Row maxima (``np.minimum``: minima); with few columns, column by column
-    (numpy's per-row reduce loop is slow on short rows). Either way the result
-    is exact."""
-    if z.shape[1] > _TRANSPOSE_MAX_CLASSES:
-        return ufunc.reduce(z, axis=1)
-    m = z[:, 0].copy()
-    for j in range(1, z.shape[1]):
-        ufunc(m, z[:, j], out=m)
-    return m
-
-
-def _row_max(z: NDArray) -> NDArray:
-    """Row maxima (see :func:`_row_extreme`)."""
-    return _row_extreme(z, np.maximum)
-
-
-def _row_min(z: NDArray) -> NDArray:
-    """Row minima (see :func:`_row_extreme`)."""
-    return _row_extreme(z, np.minimum)
-
-
-def _float64(z: NDArray, name: str) -> NDArray:
-    """A block in float64: itself if it is, else converted into a scratch
-    buffer (no fresh block-sized memory per block: see :func:`_scratch`)."""
-    if z.dtype == np.float64:
-        return np.asarray(z)
-    out = _scratch(name, z.shape, np.float64)
-    out[...] = z
-    return out
-
-
-def _block_terms(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
-    """Centred logits ``d = z - max(z)`` and the gap ``m - z_y`` of one block
-    (``d`` in a scratch buffer, valid until the next call in this thread)."""
-    z = _float64(z, "terms_z")
-    m = _row_max(z)
-    d = _scratch("terms_d", z.shape, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        # Differences of logits near +-1e308 may overflow; -max keeps them finite
-        # (their exponentials are 0 anyway).
-        np.subtract(z, m[:, None], out=d)
-        np.maximum(d, -_BIG, out=d)
-        gap = np.minimum(m - z[np.arange(z.shape[0]), y], _BIG)
-    return d, gap
-
-
-def _row_nll(d: NDArray, gap: NDArray, temperature: float) -> NDArray:
-    # Exponents are clamped at -700: numpy's exponential is 10-50 times slower
-    # below, and the change (< 1e-304 per term, beside a row sum >= 1) is far
-    # inside _error_bound's absolute term.
-    x = _scratch("nll_x", d.shape, np.float64)
-    with np.errstate(over="ignore", under="ignore"):
-        np.divide(d, temperature, out=x)
-        np.maximum(x, _EXP_FLOOR, out=x)
-        return gap / temperature + np.log(np.exp(x, out=x).sum(axis=1))
 
 
 def _weights_total(
@@ -280,29 +284,6 @@ def _fold(combine, parts):
     for part in it:
         acc = combine(acc, part)
     return acc
-
-
-def _scale(sample_weight: NDArray | None, rows: slice, n: int, total: float):
-    # Normalised weights: the mean stays finite whenever it is representable,
-    # even when the plain sum of the row losses would overflow.
-    if sample_weight is None:
-        return np.full(n, 1.0 / total)
-    return sample_weight[rows] / total
-
-
-def _nll_block(logits, y, sample_weight, total_weight, rows, temperatures) -> NDArray:
-    """Weighted sum of the float64 row losses of one block, per temperature."""
-    d, gap = _block_terms(logits[rows], y[rows])
-    scale = _scale(sample_weight, rows, d.shape[0], total_weight)
-    out = np.empty(temperatures.shape[0])
-    for k, t in enumerate(temperatures):
-        losses = _row_nll(d, gap, float(t))
-        if sample_weight is not None:
-            # A row of weight 0 counts for nothing, even with an infinite loss.
-            losses = np.where(scale > 0, losses, 0.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out[k] = np.dot(scale, losses)
-    return out
 
 
 class _Rows:
@@ -365,12 +346,19 @@ def _add(a, b):
 
 
 def _nll_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
-    n_samples, n_classes = logits.shape
-
-    def block(rows: slice) -> NDArray:
-        return _nll_block(logits, y, sample_weight, total, rows, temperatures)
-
-    return _map_blocks(block, n_samples, n_classes, n_jobs)
+    """:func:`_nll`'s per-block sums (rows of shape ``(n_temperatures,)``)."""
+    temperatures = np.asarray(temperatures, dtype=np.float64)
+    sums, _ = _kernel_pass(
+        logits,
+        y,
+        sample_weight,
+        total,
+        1.0 / temperatures,
+        temperatures,
+        _kernel.NLL,
+        n_jobs,
+    )
+    return sums[:, :, 0]
 
 
 def _nll(rows: _Rows, temperatures) -> NDArray[np.float64]:
@@ -436,26 +424,21 @@ def derivatives(
 def _derivatives_part(
     logits, y, sample_weight, total, betas, precision, second_moment, *, n_jobs=None
 ):
-    n_samples, n_classes = logits.shape
-    single = precision == "float32"
-
-    def block(rows: slice) -> NDArray:
-        if single:
-            d, gap, axis = _centred32(logits[rows], y[rows])
-            bufs = (_scratch("e", d.shape), _scratch("ed", d.shape))
-        else:
-            (d, gap), axis = _block_terms(logits[rows], y[rows]), 1
-            bufs = (
-                _scratch("e64", d.shape, np.float64),
-                _scratch("ed64", d.shape, np.float64),
-            )
-        scale = _scale(sample_weight, rows, gap.shape[0], total)
-        return np.array(
-            [_moments(d, gap, axis, scale, b, bufs, second_moment) for b in betas]
-        )
-
-    factor = _F32_BLOCKS if single else 1
-    return _map_blocks(block, n_samples, n_classes, n_jobs, factor)
+    """:func:`_derivatives`' per-block sums (rows of shape ``(n_betas, 3)``)."""
+    betas = np.asarray(betas, dtype=np.float64)
+    sums, _ = _kernel_pass(
+        logits,
+        y,
+        sample_weight,
+        total,
+        betas,
+        1.0 / betas,
+        _kernel.DERIV,
+        n_jobs,
+        single=precision == "float32",
+        second=second_moment,
+    )
+    return sums[:, :, :3]
 
 
 def _derivatives(
@@ -465,44 +448,6 @@ def _derivatives(
     betas = [float(b) for b in betas]
     with np.errstate(over="ignore", invalid="ignore"):
         return rows.reduce(_derivatives_part, _add, betas, precision, second_moment)
-
-
-_F32_MIN = float(np.finfo(np.float32).min)
-
-
-def _centred32(z: NDArray, y: NDArray) -> tuple[NDArray, NDArray, int]:
-    """``d = z - max(z)`` in float32, the gap ``m - z_y`` in float64, and the
-    axis of ``d`` that runs over classes.
-
-    Each ``d`` carries one rounding (relative error <= 2**-24): float32 input
-    is centred in float32, float64 input in float64 and then rounded. The gap,
-    a per-row quantity, is exact for float32 input. With few classes ``d`` is
-    transposed to ``(n_classes, n_rows)``: numpy then reduces over classes with
-    whole-vector additions instead of one short loop per row.
-    """
-    if z.dtype == np.float32:
-        m = _row_max(z)
-        d = _scratch("d", z.shape)
-        try:
-            with np.errstate(over="raise", invalid="ignore"):
-                np.subtract(z, m[:, None], out=d)
-        except FloatingPointError:
-            # Logits beyond +-1.7e38: clip the (irrelevant) overflowed entries.
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.subtract(z, m[:, None], out=d)
-            np.maximum(d, np.float32(_F32_MIN), out=d)
-        gap = m.astype(np.float64) - z[np.arange(z.shape[0]), y].astype(np.float64)
-    else:
-        d64, gap = _block_terms(z, y)
-        d = _scratch("d", d64.shape)
-        with np.errstate(over="ignore"):
-            np.maximum(d64, _F32_MIN, out=d64)
-            d[...] = d64
-    if d.shape[1] <= _TRANSPOSE_MAX_CLASSES:
-        dt = _scratch("dt", (d.shape[1], d.shape[0]))
-        np.copyto(dt, d.T)
-        return dt, gap, 0
-    return d, gap, 1
 
 
 def _normalised_weights(sample_weight: NDArray | None) -> NDArray | None:
@@ -573,84 +518,28 @@ def _slopes_part(
     logits, y, sample_weight, total, temperatures, moments, facts, *, n_jobs=None
 ):
     """:func:`_slopes`' per-block ``(sums, (top, bottom, varies))``."""
-    n_samples, n_classes = logits.shape
-    unit = _EPS / 2.0
-
-    def block(rows: slice):
-        z = _float64(logits[rows], "slope_z")
-        zy = z[np.arange(z.shape[0]), y[rows]]
-        m = _row_max(z)
-        scale = _scale(sample_weight, rows, z.shape[0], total)
-        live = scale > 0
-        found = (False, False, False)
-        if facts:
-            low = _row_min(z)
-            found = (
-                bool(np.all((zy == m) | ~live)),
-                bool(np.all((zy == low) | ~live)),
-                bool(np.any((m > low) & live)),
-            )
-        # Scratch buffers: fresh block-sized temporaries cost page faults.
-        # With few classes the block is transposed to (n_classes, n_rows):
-        # numpy then sums over classes with whole-vector additions.
-        axis = 0 if n_classes <= _TRANSPOSE_MAX_CLASSES else 1
-        shape = z.shape[::-1] if axis == 0 else z.shape
-        zt = z.T if axis == 0 else z
-        top = m[None, :] if axis == 0 else m[:, None]
-        d = _scratch("slope_d", shape, np.float64)
-        x = _scratch("slope_x", shape, np.float64)
-        e = _scratch("slope_e", shape, np.float64)
-        try:
-            with np.errstate(over="raise", invalid="ignore"):
-                np.subtract(zt, top, out=d)
-                gap = m - zy
-        except FloatingPointError:
-            # Differences of logits near +-1e308 overflow; -max keeps them
-            # finite (their exponentials are 0 anyway).
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.subtract(zt, top, out=d)
-                np.maximum(d, -_BIG, out=d)
-                gap = np.minimum(m - zy, _BIG)
-        out = np.empty((len(temperatures), 5))
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for k, t in enumerate(temperatures):
-                # Moments of x = d / T, the exponent, which is moderate
-                # wherever exp(x) matters (d**2 alone may overflow):
-                # M1 = t * E[-x], beta * M2 = t * E[x**2], beta * M1**2 = t * E[-x]**2.
-                np.divide(d, t, out=x)
-                # numpy's exponential is 10-50 times slower for exponents below
-                # about -700 (results near or below the underflow threshold);
-                # clamped there they are below 1e-304, an error covered by the
-                # bound (_FLUSH) and invisible beside a row sum of at least 1.
-                np.maximum(x, _EXP_FLOOR, out=x)
-                np.exp(x, out=e)
-                s = e.sum(axis=axis)
-                loss = gap / t + np.log(s)
-                if not moments:
-                    if not np.all(live):
-                        loss = np.where(live, loss, 0.0)
-                    out[k] = [np.dot(scale, loss), np.nan, np.nan, np.inf, np.inf]
-                    continue
-                np.multiply(e, x, out=e)
-                m1x = -e.sum(axis=axis) / s
-                np.multiply(e, x, out=e)
-                m2x = e.sum(axis=axis) / s
-                slope = gap - m1x * t
-                var_x = np.maximum(m2x - m1x * m1x, 0.0)  # F'' = t**2 var_x
-                err = 2.0 * unit * (
-                    2.0 * gap
-                    + (2.0 * n_classes + 12.0) * (m1x * t)
-                    + 4.0 * t * (m2x + m1x * m1x)
-                ) + n_classes * t * (_FLUSH_X + _FLUSH * m1x)
-                parts = [loss, slope, var_x, err, np.abs(slope)]
-                if not np.all(live):
-                    # A row of weight 0 counts for nothing, even with an
-                    # infinite loss.
-                    parts = [np.where(live, r, 0.0) for r in parts]
-                out[k] = [np.dot(scale, r) for r in parts]
-        return out, found
-
-    return _map_blocks(block, n_samples, n_classes, n_jobs)
+    ts = np.asarray(temperatures, dtype=np.float64)
+    sums, found = _kernel_pass(
+        logits,
+        y,
+        sample_weight,
+        total,
+        1.0 / ts,
+        ts,
+        _kernel.SLOPES,
+        n_jobs,
+        moments=moments,
+        facts=facts,
+    )
+    if not moments:
+        sums[:, :, 1:3] = np.nan
+        sums[:, :, 3:] = np.inf
+    if found is None:
+        return [(part, (False, False, False)) for part in sums]
+    return [
+        (part, (bool(f[0]), bool(f[1]), bool(f[2])))
+        for part, f in zip(sums, found, strict=True)
+    ]
 
 
 def _combine_slopes(a, b):
@@ -679,14 +568,16 @@ def _slopes(
     Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
     ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
     slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
-    and ``3 u beta |d_j|`` from the roundings of ``d_j``, ``x_j = d_j / T``
-    and of ``beta`` itself; the sums of the ``K`` same-signed terms add ``K u``.
+    (the kernel's polynomial, ``skts/_kernel.h``: below 4.4u) and
+    ``3 u beta |d_j|`` from the roundings of ``d_j``, ``beta = 1/T`` and
+    ``x_j = beta d_j``; ``log S`` stays within 5u; the sums of the ``K``
+    same-signed terms add ``K u``.
     Hence ``|computed - exact| <= u (2 g + (2K + 12) M1 + 4 beta (M2 + M1**2))``
     per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
-    E_p[-x])`` for exponents clamped at -700 (to keep numpy's exponential off
-    its slow subnormal path), plus the weighted accumulation: at most one
-    relative rounding per row of a block and one per block, as in
-    :func:`_error_bound`.
+    E_p[-x])`` for exponents clamped at -700 (the kernel's exponential is
+    exact in its scaling only for normal results), plus the weighted
+    accumulation: at most one relative rounding per row of a block and one
+    per block, as in :func:`_error_bound`.
     """
     temperatures = [float(t) for t in temperatures]
     n_samples, n_classes = rows.n_samples, rows.n_classes
@@ -1015,7 +906,6 @@ def _grid_search_float64(
     return SearchResult(float(cand[chosen]), loss, at_boundary, passes + hp)
 
 
-_U32 = 2.0**-24
 # Up to this many logits, the reported loss is the float64 value (cheap there).
 _EXACT_LOSS_ELEMENTS = 1 << 20
 
@@ -1033,10 +923,10 @@ def _window_pass32(
 ) -> tuple[NDArray, NDArray, NDArray]:
     """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
-    One read of the data. The exponentials and their row sums run in float32
-    (about 7 times cheaper than float64), everything per row is accumulated in
-    float64. Returns ``(estimate, bound)`` with ``|estimate - L| <= bound`` for
-    the exact loss ``L``. The float64 reference values (``nll_many``, bit for
+    One read of the data. The exponentials run in float32 (16 per vector
+    instruction), their row sums and everything per row in float64. Returns
+    ``(estimate, bound)`` with ``|estimate - L| <= bound`` for the exact loss
+    ``L``. The float64 reference values (``nll_many``, bit for
     bit) at the temperatures ``exact`` come from the same read, as a third
     array.
 
@@ -1044,9 +934,13 @@ def _window_pass32(
     -----
     Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
     ``S`` has a relative error of at most ``u * (8 + 24 + log2 K + 3 E_p|u|)``
-    (``u = 2**-24``): 4 ulp per exponential, numpy's pairwise sum, and the
-    roundings of ``d``, ``beta`` and their product, each amplified by
-    ``|u_j|`` through the exponential. ``log S`` adds 4 ulp of itself. The
+    (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
+    polynomial: below 4.4u), the float64 row sum (below ``log2 K`` float32
+    units for any ``K`` below 2**29), and the roundings of ``d``, ``beta``
+    and their product, each amplified by ``|u_j|`` through the exponential.
+    ``log S``, in float64, adds far less than the 4 ulp counted. Exponents
+    are clamped at -87 (float32 results stay normal): 1.7e-38 per class at
+    most, inside the ``4e-38 K`` added per block. The
     bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
     measured at the smallest ``beta`` of the call and used for all; a caller
     that knows an upper bound ``spread`` of its weighted mean at a smaller
@@ -1068,74 +962,31 @@ def _window_pass32(
 def _window_part(
     logits, y, sample_weight, total, temperatures, exact_t, spread, *, n_jobs=None
 ):
-    """:func:`_window_pass32`'s per-block ``(est, err, [float64 parts])``."""
+    """:func:`_window_pass32`'s per-block ``(est, err, [float64 values])``."""
     order = np.argsort(-temperatures)  # ascending beta: the reference comes first
-    n_samples, n_classes = logits.shape
-    log2k = math.log2(max(n_classes, 2))
-
-    def block(rows: slice) -> tuple[NDArray, NDArray, NDArray]:
-        # The float64 values are summed over the float64 blocks inside this
-        # one, in order, exactly as nll_many sums them: the same bits.
-        ref = [
-            _nll_block(
-                logits,
-                y,
-                sample_weight,
-                total,
-                slice(rows.start + sub.start, rows.start + sub.stop),
-                exact_t,
-            )
-            for sub in (
-                _blocks(rows.stop - rows.start, n_classes) if exact_t.size else ()
-            )
-        ]
-        binary = n_classes == 2
-        if binary:
-            # One exponential per row, S = 1 + exp(-beta |z_1 - z_0|): cheap
-            # enough in float64, whose tight bound separates close candidates.
-            unit = _EPS / 2.0
-            z = np.asarray(logits[rows], dtype=np.float64)
-            with np.errstate(over="ignore", invalid="ignore"):
-                gap_abs = np.minimum(np.abs(z[:, 1] - z[:, 0]), _BIG)
-            gap = np.where(
-                z[np.arange(z.shape[0]), y[rows]] >= _row_max(z), 0.0, gap_abs
-            )
-        else:
-            unit = _U32
-            d, gap, axis = _centred32(logits[rows], y[rows])
-        scale = _scale(sample_weight, rows, gap.shape[0], total)
-        est = np.empty(temperatures.shape[0])
-        err = np.empty(temperatures.shape[0])
-        # (The binary path measures its own, in float64.)
-        abs_d = None if spread is None or binary else np.full(gap.shape[0], spread)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for k in order:
-                t = float(temperatures[k])
-                if binary:
-                    e = np.exp(gap_abs * (-1.0 / t))
-                    if abs_d is None:
-                        abs_d = gap_abs * e / (1.0 + e)
-                    lse = np.log1p(e)
-                else:
-                    e = _scratch("e", d.shape)
-                    np.multiply(d, np.float32(1.0 / t), out=e)
-                    np.exp(e, out=e)
-                    s = e.sum(axis=axis)
-                    if abs_d is None:
-                        ed = _scratch("ed", d.shape)
-                        np.multiply(e, d, out=ed)
-                        abs_d = -ed.sum(axis=axis).astype(np.float64) / s
-                    lse = np.log(s).astype(np.float64)
-                row = gap / t + lse
-                row_err = (32.0 + log2k + 3.0 * abs_d / t + 8.0 * lse) * (2.0 * unit)
-                if sample_weight is not None:
-                    row = np.where(scale > 0, row, 0.0)
-                    row_err = np.where(scale > 0, row_err, 0.0)
-                est[k] = np.dot(scale, row)
-                err[k] = np.dot(scale, row_err) + 4e-38 * n_classes
-        return est, err, ref
-
-    return _map_blocks(block, n_samples, n_classes, n_jobs, _F32_BLOCKS)
+    ts = temperatures[order]
+    measure = spread is None or logits.shape[1] == 2  # (binary: always its own)
+    sums, _ = _kernel_pass(
+        logits,
+        y,
+        sample_weight,
+        total,
+        1.0 / ts,
+        ts,
+        _kernel.WINDOW,
+        n_jobs,
+        single=True,
+        first_spread=0 if measure else -1,
+        spread=0.0 if measure else float(spread),
+    )
+    est = np.empty(sums.shape[:2])
+    err = np.empty(sums.shape[:2])
+    est[:, order], err[:, order] = sums[:, :, 0], sums[:, :, 1]
+    if not exact_t.size:
+        return [(e, b, []) for e, b in zip(est, err, strict=True)]
+    # The float64 values (nll's, bit for bit: the same blocks and kernel).
+    refs = _nll_part(logits, y, sample_weight, total, exact_t, n_jobs=n_jobs)
+    return [(e, b, [r]) for e, b, r in zip(est, err, refs, strict=True)]
 
 
 def _combine_window(a, b):
@@ -1144,58 +995,6 @@ def _combine_window(a, b):
     refs = [*a[2], *b[2]]
     ref = _fold(_add, refs) if refs else None
     return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref]
-
-
-def _row_moments(d, gap, axis, beta: float, bufs, second_moment: bool = True):
-    """Per-row ``(loss, F'_row, F''_row)`` at ``beta`` from a centred block.
-
-    Works in the dtype of ``d`` (float32 or float64) and accumulates per row
-    in float64. Without ``second_moment`` (one sweep less) the third array is
-    ``E_p[-d]`` instead of the variance, which the grid search uses in error
-    bounds.
-    """
-    b = d.dtype.type(beta)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        if d.shape[axis] == 2:
-            # Binary: one exponential per row, exp(-beta |z_1 - z_0|).
-            gap_abs = -(d[0] + d[1]) if axis == 0 else -(d[:, 0] + d[:, 1])
-            e = np.exp(gap_abs * -b)
-            s = (1.0 + e).astype(np.float64)
-            w1 = e.astype(np.float64) / s
-            mean_d = -gap_abs * w1
-            second = gap_abs.astype(np.float64) ** 2 * w1
-            loss = gap * beta + np.log1p(e).astype(np.float64)
-        else:
-            e, ed = bufs
-            np.multiply(d, b, out=e)
-            np.exp(e, out=e)
-            s = e.sum(axis=axis).astype(np.float64)
-            # (e * d) * d, not e * d**2: e is 0 where d**2 could overflow.
-            np.multiply(e, d, out=ed)
-            mean_d = ed.sum(axis=axis).astype(np.float64) / s
-            second = None
-            if second_moment:
-                np.multiply(ed, d, out=ed)
-                second = ed.sum(axis=axis).astype(np.float64) / s
-            loss = gap * beta + np.log(s)
-        if second_moment:
-            third = np.maximum(second - mean_d * mean_d, 0.0)
-        else:
-            third = -mean_d  # E_p[-d] >= 0, see the docstring
-        return loss, mean_d + gap, third
-
-
-def _moments(
-    d, gap, axis, scale, beta: float, bufs, second_moment: bool = True
-) -> tuple[float, float, float]:
-    """Weighted ``(F, F', F'')`` at ``beta`` from a centred block (see
-    :func:`_row_moments` for the third value without ``second_moment``)."""
-    rows = _row_moments(d, gap, axis, beta, bufs, second_moment)
-    if not np.all(scale > 0):
-        # A row of weight 0 counts for nothing, even with an infinite loss.
-        rows = [np.where(scale > 0, r, 0.0) for r in rows]
-    with np.errstate(over="ignore", invalid="ignore"):
-        return tuple(float(np.dot(scale, r)) for r in rows)
 
 
 def _float32_range(beta_lo: float, beta_hi: float) -> bool:
@@ -1213,49 +1012,75 @@ def _warm_start(
     the subsample's ``F''`` there, and which end the subsample points to.
 
     The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
-    is centred once and costs a few percent of one pass; its answer tells where
-    to look, never what to answer. The last value is ``1`` when every
-    subsample label has the largest logit of its row (the data may prefer
-    ``T -> 0``), ``-1`` when every one has the smallest (``T -> infinity``),
-    else ``0``: exact comparisons, where the float32 derivatives underflow.
+    costs a few percent of one pass per Newton step (compiled float32
+    passes); its answer tells where to look, never what to answer. When it
+    would be the whole data set it is the data itself (no copy), and the
+    standard error is 0. The last value is ``1`` when every subsample label
+    has the largest logit of its row (the data may prefer ``T -> 0``), ``-1``
+    when every one has the smallest (``T -> infinity``), else ``0``: exact
+    comparisons, read by the first pass, where the float32 derivatives
+    underflow.
     """
     n_samples, n_classes = data.n_samples, data.n_classes
     m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
     step = max(1, n_samples // m)
-    sub, sub_y, sub_w = data.subsample(slice(0, step * m, step))
+    if step == 1 and m >= n_samples and type(data) is _Rows and _compiled(data.logits):
+        sub, sub_y, sub_w = data.logits, data.y, data.sample_weight
+    else:
+        sub, sub_y, sub_w = data.subsample(slice(0, step * m, step))
+        if not _compiled(sub):  # (e.g. a device or Dask subsample)
+            dtype = np.float64 if sub.dtype == np.float64 else np.float32
+            sub = np.ascontiguousarray(sub, dtype=dtype)
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
-    w = np.ones(sub_y.shape[0]) if sub_w is None else sub_w
-    z_y = sub[np.arange(sub.shape[0]), sub_y]
-    live = w > 0
-    edge = (
-        1
-        if np.all(z_y[live] == _row_max(sub)[live])
-        else -1
-        if np.all(z_y[live] == _row_min(sub)[live])
-        else 0
-    )
+    sample = _Rows(sub, sub_y, sub_w)
+    whole = sub.shape[0] >= n_samples
+    seen: dict[float, NDArray] = {}
+    found: list[int] = []
+
+    def deriv(b: float):
+        sums, facts = _kernel_pass(
+            sample.logits,
+            sample.y,
+            sample.sample_weight,
+            sample.total,
+            [b],
+            [1.0 / b],
+            _kernel.DERIV,
+            None,
+            single=True,
+            facts=not found,
+        )
+        if facts is not None:
+            top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
+            found.append(1 if top else -1 if bottom else 0)
+        seen[b] = [float(v) for v in _fold(_add, sums[:, 0, :])]
+        return tuple(seen[b][:3])
+
+    beta0 = min(max(start, lo), hi)
+    deriv(beta0)
+    edge = found[0]
     if edge:
         # The subsample's own minimum is at that end; Newton would only crawl
         # there (the derivatives decay exponentially on separable rows).
         return (hi if edge == 1 else lo), np.inf, np.nan, edge
-    d, gap, axis = _centred32(sub, sub_y)
-    d = d.copy()  # the subsample outlives the scratch buffers
-    scale = w / w.sum()
-    bufs = (np.empty_like(d), np.empty_like(d))
     beta, _ = _newton_beta(
-        lambda b: _moments(d, gap, axis, scale, b, bufs), lo, hi, start, rtol=1e-4
+        lambda b: tuple(seen[b][:3]) if b in seen else deriv(b),
+        lo,
+        hi,
+        beta0,
+        rtol=1e-4,
     )
-    if gap.shape[0] >= n_samples:
+    if whole:
         return beta, 0.0, np.nan, edge
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
-    _, grad, var_d = _row_moments(d, gap, axis, beta, bufs)
-    mean_g = np.average(grad, weights=w)
-    sd = math.sqrt(np.average((grad - mean_g) ** 2, weights=w))
-    curvature = float(np.average(var_d, weights=w))
+    if beta not in seen:
+        deriv(beta)
+    _, mean_g, curvature, mean_g2 = (float(v) for v in seen[beta])
+    sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
     if not curvature > 0 or not np.isfinite(sd):
         return beta, np.inf, curvature, edge
-    return beta, sd / (math.sqrt(grad.shape[0]) * curvature), curvature, edge
+    return beta, sd / (math.sqrt(sub.shape[0]) * curvature), curvature, edge
 
 
 def grid_search(
@@ -1657,25 +1482,36 @@ def warn_boundary(result: SearchResult, low: float, high: float) -> None:
     warnings.warn(message, BoundaryTemperatureWarning, stacklevel=3)
 
 
-def log_softmax(logits: NDArray, temperature: float) -> NDArray[np.float64]:
-    """``log softmax(logits / T)`` row by row, in blocks, without overflow."""
-    n_samples, n_classes = logits.shape
-    out = np.empty((n_samples, n_classes), dtype=np.float64)
-    for rows in _blocks(n_samples, n_classes):
-        z = np.asarray(logits[rows], dtype=np.float64)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            u = np.maximum(z - z.max(axis=1)[:, None], -_BIG) / temperature
-            out[rows] = u - np.log(np.exp(u).sum(axis=1))[:, None]
-    return out
+def log_softmax(
+    logits: NDArray, temperature: float, *, dtype=np.float64, n_jobs: int | None = None
+) -> NDArray:
+    """``log softmax(logits / T)`` row by row, in blocks, without overflow.
+
+    ``dtype`` is the output's (float64 or float32; the arithmetic is float64
+    either way). NumPy float32/float64 arrays are read by the compiled kernel.
+    """
+    return _softmax(logits, temperature, True, dtype, n_jobs)
 
 
-def softmax(logits: NDArray, temperature: float) -> NDArray[np.float64]:
-    """``softmax(logits / T)`` row by row, in blocks, without overflow."""
+def softmax(
+    logits: NDArray, temperature: float, *, dtype=np.float64, n_jobs: int | None = None
+) -> NDArray:
+    """``softmax(logits / T)`` row by row, in blocks, without overflow (see
+    :func:`log_softmax`)."""
+    return _softmax(logits, temperature, False, dtype, n_jobs)
+
+
+def _softmax(logits, temperature: float, log: bool, dtype, n_jobs) -> NDArray:
     n_samples, n_classes = logits.shape
-    out = np.empty((n_samples, n_classes), dtype=np.float64)
+    threads = _kernel_threads(n_jobs, n_samples * n_classes)
+    if _compiled(logits):
+        return _kernel.softmax(logits, 1.0 / temperature, log, dtype, threads)
+    # Other arrays (float16 widened on the fly, strided views): block by block.
+    out = np.empty((n_samples, n_classes), dtype=dtype)
     for rows in _blocks(n_samples, n_classes):
-        z = np.asarray(logits[rows], dtype=np.float64)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            e = np.exp(np.maximum(z - z.max(axis=1)[:, None], -_BIG) / temperature)
-            out[rows] = e / e.sum(axis=1)[:, None]
+        z = logits[rows]
+        z = np.ascontiguousarray(
+            z, dtype=np.float64 if z.dtype == np.float64 else np.float32
+        )
+        out[rows] = _kernel.softmax(z, 1.0 / temperature, log, dtype, threads)
     return out

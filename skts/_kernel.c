@@ -1,0 +1,535 @@
+/* The per-block pass (see _kernel.h). */
+#include "_kernel.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define L SKTS_LANES
+/* Helpers are inlined into each vector-width clone of skts_block. */
+#define INLINE static inline __attribute__((always_inline))
+
+static ptrdiff_t chunk_rows(ptrdiff_t k) {
+    ptrdiff_t r = SKTS_CHUNK / (k > 0 ? k : 1);
+    if (r >= L) r -= r % L; /* whole lanes: the lane of a row is row % 16 */
+    return r > 0 ? r : 1;
+}
+
+size_t skts_scratch_bytes(ptrdiff_t k) {
+    const ptrdiff_t r = chunk_rows(k);
+    const ptrdiff_t n = r * k;
+    /* d (float64 or float32), a float64 staging copy, and 16 row arrays */
+    return (size_t)(2 * n + 16 * r + 64) * sizeof(double);
+}
+
+/* Row maxima (and minima) of a row-major chunk: exact in any order, so in
+   whole vectors (GCC's vector extensions: one per clone's width) and the
+   lanes combined. */
+typedef float vf16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+typedef double vd8 __attribute__((vector_size(64)));
+typedef int64_t vl8 __attribute__((vector_size(64)));
+
+#define EXTREME(T, VT, VI, W, NAME, OP)                                       \
+    INLINE double NAME(const T *row, ptrdiff_t k) {                           \
+        T t = row[0];                                                         \
+        ptrdiff_t j = 1;                                                      \
+        if (k >= W) {                                                         \
+            VT h, v;                                                          \
+            memcpy(&h, row, sizeof h);                                        \
+            for (j = W; j + W <= k; j += W) {                                 \
+                memcpy(&v, row + j, sizeof v);                                \
+                const VI m = v OP h;                                          \
+                h = (VT)(((VI)v & m) | ((VI)h & ~m));                         \
+            }                                                                 \
+            t = h[0];                                                         \
+            for (int q = 1; q < W; q++) t = h[q] OP t ? h[q] : t;             \
+        }                                                                     \
+        for (; j < k; j++) t = row[j] OP t ? row[j] : t;                      \
+        return (double)t;                                                     \
+    }
+EXTREME(float, vf16, vi16, 16, max32, >)
+EXTREME(float, vf16, vi16, 16, min32, <)
+EXTREME(double, vd8, vl8, 8, max64, >)
+EXTREME(double, vd8, vl8, 8, min64, <)
+
+INLINE void row_extremes(const void *z, int z_f32, ptrdiff_t r,
+                         ptrdiff_t k, double *mx, double *mn) {
+    for (ptrdiff_t i = 0; i < r; i++) {
+        if (z_f32) {
+            const float *row = (const float *)z + i * k;
+            mx[i] = max32(row, k);
+            if (mn) mn[i] = min32(row, k);
+        } else {
+            const double *row = (const double *)z + i * k;
+            mx[i] = max64(row, k);
+            if (mn) mn[i] = min64(row, k);
+        }
+    }
+}
+
+/* Centre a chunk of r rows: d = z - m (clipped as _temperature.py does), in
+   float64 (d64) or float32 (d32), class-major (d[j r_ + i]) for at most 32
+   classes, else row-major; gap = m - z_y in float64. */
+INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
+                   const int64_t *y, double *d64, float *d32, double *stage,
+                   double *gap, double *mx, double *mn) {
+    if (k <= SKTS_TRANSPOSE_MAX) {
+        /* Class-major: a transposing copy, then maxima, minima and the
+           differences run across rows, whole vectors at a time. */
+        if (d32 && z_f32) {
+            const float *zf = (const float *)z;
+            for (ptrdiff_t i = 0; i < r; i++)
+                for (ptrdiff_t j = 0; j < k; j++) d32[j * r + i] = zf[i * k + j];
+            for (ptrdiff_t i = 0; i < r; i++) mx[i] = d32[i];
+            for (ptrdiff_t j = 1; j < k; j++)
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double v = d32[j * r + i];
+                    mx[i] = v > mx[i] ? v : mx[i];
+                }
+            if (mn) {
+                for (ptrdiff_t i = 0; i < r; i++) mn[i] = d32[i];
+                for (ptrdiff_t j = 1; j < k; j++)
+                    for (ptrdiff_t i = 0; i < r; i++) {
+                        const double v = d32[j * r + i];
+                        mn[i] = v < mn[i] ? v : mn[i];
+                    }
+            }
+            for (ptrdiff_t i = 0; i < r; i++) {
+                const double g = mx[i] - (double)zf[i * k + y[i]]; /* exact */
+                gap[i] = g;
+            }
+            for (ptrdiff_t j = 0; j < k; j++)
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const float v = d32[j * r + i] - (float)mx[i];
+                    d32[j * r + i] = v < SKTS_F32_MIN ? SKTS_F32_MIN : v;
+                }
+            return;
+        }
+        double *t = d32 ? stage : d64;
+        if (z_f32) {
+            const float *zf = (const float *)z;
+            for (ptrdiff_t i = 0; i < r; i++)
+                for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = zf[i * k + j];
+        } else {
+            const double *zd = (const double *)z;
+            for (ptrdiff_t i = 0; i < r; i++)
+                for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = zd[i * k + j];
+        }
+        for (ptrdiff_t i = 0; i < r; i++) mx[i] = t[i];
+        for (ptrdiff_t j = 1; j < k; j++)
+            for (ptrdiff_t i = 0; i < r; i++) {
+                const double v = t[j * r + i];
+                mx[i] = v > mx[i] ? v : mx[i];
+            }
+        if (mn) {
+            for (ptrdiff_t i = 0; i < r; i++) mn[i] = t[i];
+            for (ptrdiff_t j = 1; j < k; j++)
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double v = t[j * r + i];
+                    mn[i] = v < mn[i] ? v : mn[i];
+                }
+        }
+        for (ptrdiff_t i = 0; i < r; i++) {
+            const double g = mx[i] - t[y[i] * r + i];
+            gap[i] = g > SKTS_BIG ? SKTS_BIG : g;
+        }
+        for (ptrdiff_t j = 0; j < k; j++)
+            for (ptrdiff_t i = 0; i < r; i++) {
+                double v = t[j * r + i] - mx[i];
+                v = v < -SKTS_BIG ? -SKTS_BIG : v;
+                if (d32) {
+                    d32[j * r + i] =
+                        (float)(v < (double)SKTS_F32_MIN ? (double)SKTS_F32_MIN : v);
+                } else {
+                    t[j * r + i] = v;
+                }
+            }
+        return;
+    }
+    row_extremes(z, z_f32, r, k, mx, mn);
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double m = mx[i];
+        const double zy = z_f32 ? (double)((const float *)z)[i * k + y[i]]
+                                : ((const double *)z)[i * k + y[i]];
+        const double g = m - zy; /* exact for float32 input */
+        gap[i] = g > SKTS_BIG ? SKTS_BIG : g;
+    }
+    if (d32 && z_f32) {
+        /* float32 input, float32 arithmetic: d = z - m in float32 */
+        const float *zf = (const float *)z;
+        for (ptrdiff_t i = 0; i < r; i++) {
+            const float m = (float)mx[i];
+            for (ptrdiff_t j = 0; j < k; j++) {
+                const float v = zf[i * k + j] - m;
+                d32[i * k + j] = v < SKTS_F32_MIN ? SKTS_F32_MIN : v;
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double m = mx[i];
+        if (z_f32) {
+            const float *zr = (const float *)z + i * k;
+            for (ptrdiff_t j = 0; j < k; j++) {
+                const double v = (double)zr[j] - m;
+                if (d32) d32[i * k + j] = (float)(v < (double)SKTS_F32_MIN ? (double)SKTS_F32_MIN : v);
+                else d64[i * k + j] = v;
+            }
+        } else {
+            const double *zr = (const double *)z + i * k;
+            for (ptrdiff_t j = 0; j < k; j++) {
+                double v = zr[j] - m;
+                v = v < -SKTS_BIG ? -SKTS_BIG : v;
+                if (d32) d32[i * k + j] = (float)(v < (double)SKTS_F32_MIN ? (double)SKTS_F32_MIN : v);
+                else d64[i * k + j] = v;
+            }
+        }
+    }
+}
+
+/* Row sums of e = exp(x), e x and e x x with x = max(beta d, floor), in
+   float64 arithmetic. Sums over classes follow the classes in order
+   (class-major) or 16 lanes added in order (row-major). */
+INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
+                   int moments, double *s, double *s1, double *s2) {
+    if (k <= SKTS_TRANSPOSE_MAX) {
+        for (ptrdiff_t i = 0; i < r; i++) s[i] = s1[i] = s2[i] = 0.0;
+        for (ptrdiff_t j = 0; j < k; j++) {
+            const double *dj = d + j * r;
+            if (moments) {
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    double x = dj[i] * beta;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    const double e = skts_exp64(x);
+                    const double ex = e * x;
+                    s[i] += e;
+                    s1[i] += ex;
+                    s2[i] += ex * x;
+                }
+            } else {
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    double x = dj[i] * beta;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    s[i] += skts_exp64(x);
+                }
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double *row = d + i * k;
+        double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
+        ptrdiff_t j = 0;
+        for (; j + L <= k; j += L)
+            for (int q = 0; q < L; q++) {
+                double x = row[j + q] * beta;
+                x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                const double e = skts_exp64(x);
+                const double ex = e * x;
+                a[q] += e;
+                a1[q] += ex;
+                a2[q] += ex * x;
+            }
+        for (int q = 0; j < k; j++, q++) {
+            double x = row[j] * beta;
+            x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+            const double e = skts_exp64(x);
+            const double ex = e * x;
+            a[q] += e;
+            a1[q] += ex;
+            a2[q] += ex * x;
+        }
+        double t = a[0], t1 = a1[0], t2 = a2[0];
+        for (int q = 1; q < L; q++) t += a[q], t1 += a1[q], t2 += a2[q];
+        s[i] = t;
+        s1[i] = t1;
+        s2[i] = t2;
+    }
+}
+
+/* The same in float32 arithmetic, accumulated in float64. */
+INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
+                   int moments, double *s, double *s1, double *s2) {
+    if (k <= SKTS_TRANSPOSE_MAX) {
+        for (ptrdiff_t i = 0; i < r; i++) s[i] = s1[i] = s2[i] = 0.0;
+        for (ptrdiff_t j = 0; j < k; j++) {
+            const float *dj = d + j * r;
+            if (moments) {
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    float x = dj[i] * beta;
+                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                    const float e = skts_exp32(x);
+                    const float ex = e * x;
+                    s[i] += (double)e;
+                    s1[i] += (double)ex;
+                    s2[i] += (double)ex * (double)x;
+                }
+            } else {
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    float x = dj[i] * beta;
+                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                    s[i] += (double)skts_exp32(x);
+                }
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const float *row = d + i * k;
+        double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
+        ptrdiff_t j = 0;
+        for (; j + L <= k; j += L)
+            for (int q = 0; q < L; q++) {
+                float x = row[j + q] * beta;
+                x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                const float e = skts_exp32(x);
+                const float ex = e * x;
+                a[q] += (double)e;
+                a1[q] += (double)ex;
+                a2[q] += (double)ex * (double)x;
+            }
+        for (int q = 0; j < k; j++, q++) {
+            float x = row[j] * beta;
+            x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+            const float e = skts_exp32(x);
+            const float ex = e * x;
+            a[q] += (double)e;
+            a1[q] += (double)ex;
+            a2[q] += (double)ex * (double)x;
+        }
+        double t = a[0], t1 = a1[0], t2 = a2[0];
+        for (int q = 1; q < L; q++) t += a[q], t1 += a1[q], t2 += a2[q];
+        s[i] = t;
+        s1[i] = t1;
+        s2[i] = t2;
+    }
+}
+
+/* acc[lane] += scale_i * v_i over the rows of a chunk starting at row0 of
+   the block (row0 is a multiple of 16 whenever r >= 16). A row of weight 0
+   counts for nothing, even with an infinite value. */
+INLINE void accumulate(double *acc, ptrdiff_t row0, ptrdiff_t r,
+                              const double *w, double inv_total,
+                              const double *v) {
+    if (w) {
+        for (ptrdiff_t i = 0; i < r; i++) {
+            const double sc = w[i] * inv_total;
+            acc[(row0 + i) % L] += sc > 0.0 ? sc * v[i] : 0.0;
+        }
+        return;
+    }
+    ptrdiff_t i = 0;
+    if (row0 % L == 0)
+        for (; i + L <= r; i += L)
+            for (int q = 0; q < L; q++) acc[q] += inv_total * v[i + q];
+    for (; i < r; i++) acc[(row0 + i) % L] += inv_total * v[i];
+}
+
+INLINE double lanes(const double *acc) {
+    double t = acc[0];
+    for (int q = 1; q < L; q++) t += acc[q];
+    return t;
+}
+
+#define MAXV 8 /* accumulators per beta */
+
+SKTS_CLONES
+void skts_block(const skts_args *a, void *scratch) {
+    const ptrdiff_t k = a->n_classes, n = a->n_rows, nt = a->nt;
+    const ptrdiff_t rc = chunk_rows(k);
+    const int single = a->single;
+    double *d64 = (double *)scratch;
+    float *d32 = (float *)scratch;
+    double *rows = (double *)scratch + 2 * rc * k;
+    double *gap = rows, *mx = rows + rc, *mn = rows + 2 * rc, *s = rows + 3 * rc;
+    double *s1 = rows + 4 * rc, *s2 = rows + 5 * rc, *v0 = rows + 6 * rc;
+    double *v1 = rows + 7 * rc, *v2 = rows + 8 * rc, *v3 = rows + 9 * rc;
+    double *v4 = rows + 10 * rc, *spread = rows + 11 * rc;
+    const double unit64 = 0x1p-53, unit32 = 0x1p-24;
+    const double log2k = log2((double)(k > 2 ? k : 2));
+    const int nv = a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
+                 : a->mode == SKTS_DERIV ? 4 : 2;
+    double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
+    int top = 1, bottom = 1, varies = 0;
+    const int binary_window = a->mode == SKTS_WINDOW && k == 2;
+    if (!acc) return; /* the caller sees out untouched (NaN) */
+    for (ptrdiff_t row0 = 0; row0 < n; row0 += rc) {
+        const ptrdiff_t r = n - row0 < rc ? n - row0 : rc;
+        const void *z = a->z_f32 ? (const void *)((const float *)a->z + row0 * k)
+                                 : (const void *)((const double *)a->z + row0 * k);
+        const int64_t *y = a->y + row0;
+        const double *w = a->w ? a->w + row0 : NULL;
+        centre(z, a->z_f32, r, k, y, d64,
+               single && !binary_window ? d32 : NULL, d64 + rc * k, gap, mx,
+               a->facts || binary_window ? mn : NULL);
+        if (a->facts) {
+            for (ptrdiff_t i = 0; i < r; i++) {
+                const int live = w ? w[i] > 0.0 : 1;
+                if (!live) continue;
+                /* zy == m  <=>  gap == 0 (exact); zy == min: via z itself */
+                const double zy = a->z_f32
+                    ? (double)((const float *)z)[i * k + y[i]]
+                    : ((const double *)z)[i * k + y[i]];
+                top &= gap[i] == 0.0;
+                bottom &= zy == mn[i];
+                varies |= mx[i] > mn[i];
+            }
+        }
+        if (binary_window) {
+            /* One exponential per row, in float64: S = 1 + exp(-beta |z1 - z0|) */
+            for (ptrdiff_t i = 0; i < r; i++) {
+                const double g = mx[i] - mn[i]; /* |z1 - z0| */
+                s[i] = g > SKTS_BIG ? SKTS_BIG : g;
+            }
+            for (ptrdiff_t q = 0; q < nt; q++) {
+                const double beta = a->betas[q];
+                const int measure = a->first_spread == q;
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    double x = s[i] * -beta;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    const double e = skts_exp64(x);
+                    if (measure) spread[i] = s[i] * e / (1.0 + e);
+                    const double lse = skts_log1p64(e);
+                    v0[i] = gap[i] * beta + lse;
+                    v1[i] = (32.0 + log2k + 3.0 * spread[i] * beta + 8.0 * lse) *
+                            (2.0 * unit64);
+                }
+                accumulate(acc + (q * 2) * L, row0, r, w, a->inv_total, v0);
+                accumulate(acc + (q * 2 + 1) * L, row0, r, w, a->inv_total, v1);
+            }
+            continue;
+        }
+        for (ptrdiff_t q = 0; q < nt; q++) {
+            const double beta = a->betas[q];
+            double *acq = acc + q * nv * L;
+            if (single) {
+                const int measure = a->mode == SKTS_WINDOW ? a->first_spread == q : 1;
+                sums32(d32, r, k, (float)beta, measure, s, s1, s2);
+            } else {
+                sums64(d64, r, k, beta, a->mode != SKTS_NLL &&
+                       !(a->mode == SKTS_SLOPES && !a->moments), s, s1, s2);
+            }
+            if (a->mode == SKTS_NLL || (a->mode == SKTS_SLOPES && !a->moments)) {
+                for (ptrdiff_t i = 0; i < r; i++)
+                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                accumulate(acq, row0, r, w, a->inv_total, v0);
+            } else if (a->mode == SKTS_SLOPES) {
+                const double t = a->temps[q];
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double m1x = -s1[i] / s[i], m2x = s2[i] / s[i];
+                    const double slope = gap[i] - m1x * t;
+                    const double var = m2x - m1x * m1x;
+                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                    v1[i] = slope;
+                    v2[i] = var > 0.0 ? var : 0.0;
+                    v3[i] = 2.0 * unit64 * (2.0 * gap[i] + (2.0 * (double)k + 12.0) *
+                            (m1x * t) + 4.0 * t * (m2x + m1x * m1x)) +
+                            (double)k * t * (2.0 * 700.0 * 1e-304 + 1e-304 * m1x);
+                    v4[i] = fabs(slope);
+                }
+                accumulate(acq, row0, r, w, a->inv_total, v0);
+                accumulate(acq + L, row0, r, w, a->inv_total, v1);
+                accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
+                accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+                accumulate(acq + 4 * L, row0, r, w, a->inv_total, v4);
+            } else if (a->mode == SKTS_DERIV) {
+                /* x-moments to d-moments: E[d] = E[x] / beta */
+                const double bx = single ? (double)(float)beta : beta;
+                const int second = a->second != 0;
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double mean_d = s1[i] / s[i] / bx;
+                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                    v1[i] = mean_d + gap[i];
+                    v3[i] = v1[i] * v1[i];
+                    if (second) {
+                        const double var = s2[i] / s[i] / bx / bx - mean_d * mean_d;
+                        v2[i] = var > 0.0 ? var : 0.0;
+                    } else {
+                        v2[i] = -mean_d;
+                    }
+                }
+                accumulate(acq, row0, r, w, a->inv_total, v0);
+                accumulate(acq + L, row0, r, w, a->inv_total, v1);
+                accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
+                accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+            } else { /* SKTS_WINDOW, float32 exponentials */
+                const double bx = (double)(float)beta;
+                if (a->first_spread == q) {
+                    for (ptrdiff_t i = 0; i < r; i++) spread[i] = -s1[i] / s[i] / bx;
+                } else if (a->first_spread < 0) {
+                    for (ptrdiff_t i = 0; i < r; i++) spread[i] = a->spread;
+                }
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double lse = skts_log64(s[i]);
+                    v0[i] = gap[i] * beta + lse;
+                    v1[i] = (32.0 + log2k + 3.0 * spread[i] * beta + 8.0 * lse) *
+                            (2.0 * unit32);
+                }
+                accumulate(acq, row0, r, w, a->inv_total, v0);
+                accumulate(acq + L, row0, r, w, a->inv_total, v1);
+            }
+        }
+    }
+    for (ptrdiff_t q = 0; q < nt; q++)
+        for (int v = 0; v < nv; v++) a->out[q * nv + v] = lanes(acc + (q * nv + v) * L);
+    if (a->mode == SKTS_WINDOW)
+        for (ptrdiff_t q = 0; q < nt; q++) a->out[q * 2 + 1] += 4e-38 * (double)k;
+    if (a->found) {
+        a->found[0] = (unsigned char)top;
+        a->found[1] = (unsigned char)bottom;
+        a->found[2] = (unsigned char)varies;
+    }
+    free(acc);
+}
+
+/* softmax (or log-softmax) of rows at beta, written as float64 or float32:
+   exponents below -708 give 0 (a probability below 3e-308). */
+SKTS_CLONES
+void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k,
+                       double beta, int log_out, void *out, int out_f32,
+                       void *scratch) {
+    double *u = (double *)scratch; /* one row */
+    for (ptrdiff_t i = 0; i < n; i++) {
+        double m;
+        row_extremes(z_f32 ? (const void *)((const float *)z + i * k)
+                           : (const void *)((const double *)z + i * k),
+                     z_f32, 1, k, &m, NULL);
+        double acc[L] = {0};
+        ptrdiff_t j = 0;
+        for (; j < k; j++) {
+            const double zv = z_f32 ? (double)((const float *)z)[i * k + j]
+                                    : ((const double *)z)[i * k + j];
+            double x = zv - m;
+            x = x < -SKTS_BIG ? -SKTS_BIG : x;
+            x = x * beta;
+            u[j] = x;
+        }
+        for (j = 0; j + L <= k; j += L)
+            for (int q = 0; q < L; q++) {
+                const double x = u[j + q];
+                const double e = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
+                acc[q] += e;
+                if (!log_out) u[j + q] = e;
+            }
+        for (int q = 0; j < k; j++, q++) {
+            const double x = u[j];
+            const double e = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
+            acc[q] += e;
+            if (!log_out) u[j] = e;
+        }
+        const double s = lanes(acc);
+        if (log_out) {
+            const double ls = skts_log64(s);
+            if (out_f32)
+                for (j = 0; j < k; j++) ((float *)out)[i * k + j] = (float)(u[j] - ls);
+            else
+                for (j = 0; j < k; j++) ((double *)out)[i * k + j] = u[j] - ls;
+        } else {
+            const double inv = 1.0 / s;
+            if (out_f32)
+                for (j = 0; j < k; j++) ((float *)out)[i * k + j] = (float)(u[j] * inv);
+            else
+                for (j = 0; j < k; j++) ((double *)out)[i * k + j] = u[j] * inv;
+        }
+    }
+}

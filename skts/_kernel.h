@@ -1,0 +1,211 @@
+/* The per-block pass of skts (see skts/_kernel.pyx and skts/_temperature.py).
+
+   One call reads one block of rows once: row maxima, centred logits, the
+   exponentials at one or several beta = 1/T, their row sums and moments, the
+   per-row losses, derivatives and error bounds, and their weighted sums. The
+   arithmetic is plain C that the compiler vectorises (no BLAS, no libm in the
+   loops over logits): exp and log are the polynomials below, whose error
+   bounds are proven in their comments and checked by tests/test_kernel.py.
+
+   Determinism: every sum runs in an order fixed by the shape alone (rows in
+   16 lanes, lane sums added in order; classes in order, or in 16 lanes for
+   wide rows). The build turns off floating-point contraction, so the same
+   input gives the same bits on every machine and in every vector width.
+
+   Units: u = 2**-53 (float64), u32 = 2**-24 (float32); "ulp" in
+   skts/_temperature.py means 2u.
+*/
+#ifndef SKTS_KERNEL_H
+#define SKTS_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__linux__)
+/* One clone per vector width, chosen at load time (glibc ifunc). */
+#define SKTS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SKTS_CLONES
+#endif
+
+#define SKTS_CHUNK 4096 /* elements of one sub-chunk of a block (L1/L2) */
+#define SKTS_TRANSPOSE_MAX 32
+#define SKTS_LANES 16
+#define SKTS_BIG 1.7976931348623157e308
+#define SKTS_F32_MIN (-3.4028234663852886e38f)
+/* Exponents are clamped here: float64 results stay normal (and the error of
+   the clamp, below 1e-304 per term, is in the bounds of _temperature.py). */
+#define SKTS_EXP_FLOOR (-700.0)
+/* float32: exp(-87) = 1.6e-38 is normal; the clamp changes a term by less
+   than 1.7e-38, inside the 4e-38 per class of _window_pass32's bound. */
+#define SKTS_EXP32_FLOOR (-87.0f)
+
+static inline uint64_t skts_bits64(double x) {
+    uint64_t b;
+    memcpy(&b, &x, 8);
+    return b;
+}
+static inline double skts_from64(uint64_t b) {
+    double x;
+    memcpy(&x, &b, 8);
+    return x;
+}
+static inline uint32_t skts_bits32(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+static inline float skts_from32(uint32_t b) {
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+/* exp(x) for x in [-708, 0], relative error below 4u (proof):
+
+   k = nearest integer to x / ln 2 (shifter trick; off by one at most when
+   x / ln 2 is within rounding of a half-integer), k in [-1022, 0].
+   r = (x - k LN2_HI) - k LN2_LO. LN2_HI has 32 trailing zero bits, so
+   k LN2_HI is exact, and x - k LN2_HI is exact by Sterbenz's lemma
+   (|x| >= |k| ln2 / 2 when k != 0). |k LN2_LO| < 2e-7, its rounding and
+   that of the subtraction move r by at most u |r| + 1e-23, and LN2_LO is
+   within 1e-26 relative of ln2 - LN2_HI, so |r - (x - k ln 2)| <= u |r| +
+   2e-23: a relative error of exp below 0.35u + 2e-23.
+   |r| <= ln(2)/2 + 1e-13 < 0.3466. p is the Taylor polynomial of degree 13:
+   its remainder is below e^0.3466 0.3466^14 / 14! < 5.9e-18 < 0.06u
+   relative. Horner's evaluation q_i = c_i + r q_{i+1} (c_i = 1/i! rounded;
+   c_0 = c_1 = 1 exact) has a relative error below 2.9u, by the running
+   error recursion e_i <= (u c_i + |r| q_{i+1} (e_{i+1} + u)) / q_i + u
+   evaluated at the worst |r| (tests/test_kernel.py recomputes it in exact
+   rational arithmetic). 2^k is exact and so is the product's scaling (the
+   result is normal). In all: 0.35u + 0.06u + 2.9u + u (the product) < 4.4u;
+   we use 4 ulp = 8u in every bound. */
+static inline double skts_exp64(double x) {
+    const double shifter = 0x1.8p52;
+    const double kd_s = x * 0x1.71547652b82fep0 + shifter;
+    const double kd = kd_s - shifter;
+    const int64_t k = (int64_t)(skts_bits64(kd_s) - skts_bits64(shifter));
+    const double r = (x - kd * 0x1.62e42feep-1) - kd * 0x1.a39ef35793c76p-33;
+    double p = 1.0 / 6227020800.0;
+    p = 1.0 / 479001600.0 + r * p;
+    p = 1.0 / 39916800.0 + r * p;
+    p = 1.0 / 3628800.0 + r * p;
+    p = 1.0 / 362880.0 + r * p;
+    p = 1.0 / 40320.0 + r * p;
+    p = 1.0 / 5040.0 + r * p;
+    p = 1.0 / 720.0 + r * p;
+    p = 1.0 / 120.0 + r * p;
+    p = 1.0 / 24.0 + r * p;
+    p = 1.0 / 6.0 + r * p;
+    p = 0.5 + r * p;
+    p = 1.0 + r * p;
+    p = 1.0 + r * p;
+    return p * skts_from64((uint64_t)(k + 1023) << 52);
+}
+
+/* expf(x) for x in [-87, 0], relative error below 4 u32 (the same proof in
+   float32: LN2_HI = 0x1.62e4p-1 has 15 significant bits and |k| <= 126, so
+   k LN2_HI is exact; Taylor degree 8, remainder < 3e-10 relative; Horner
+   below 2.9 u32). */
+static inline float skts_exp32(float x) {
+    const float shifter = 0x1.8p23f;
+    const float kd_s = x * 0x1.715476p0f + shifter;
+    const float kd = kd_s - shifter;
+    const int32_t k = (int32_t)(skts_bits32(kd_s) - skts_bits32(shifter));
+    const float r = (x - kd * 0x1.62e4p-1f) - kd * 1.428606765330187e-06f;
+    float p = 1.0f / 40320.0f;
+    p = 1.0f / 5040.0f + r * p;
+    p = 1.0f / 720.0f + r * p;
+    p = 1.0f / 120.0f + r * p;
+    p = 1.0f / 24.0f + r * p;
+    p = 1.0f / 6.0f + r * p;
+    p = 0.5f + r * p;
+    p = 1.0f + r * p;
+    p = 1.0f + r * p;
+    return p * skts_from32((uint32_t)(k + 127) << 23);
+}
+
+/* log(s) for s >= 1 (finite), relative error below 5u (proof): s = 2^e f
+   with f in [0.75, 1.5) (exact), t = (f - 1) / (f + 1) (f - 1 exact by
+   Sterbenz; t within 2u), |t| < 0.2; log f = 2 t S(t^2) with S the atanh
+   series to t^24/25 (remainder < 1e-18 relative). t^2 carries 5u, damped by
+   t^2 < 0.04 in S: S within 1.3u; 2 t S within 4.3u. e LN2_HI is exact
+   (32 trailing zero bits), and where e != 0, |log f| <= 0.71 |log s|: the
+   two additions bring the total below 5u. s = 1 gives 0 exactly. */
+static inline double skts_log64(double s) {
+    const uint64_t b = skts_bits64(s);
+    /* The biased exponent as a double without an integer conversion (which
+       would not vectorise): 2^52 + E, exactly, minus 2^52. */
+    double e = skts_from64((b >> 52) | 0x4330000000000000ULL) - (0x1p52 + 1023.0);
+    double f = skts_from64((b & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
+    const int big = f >= 1.5;
+    f = big ? 0.5 * f : f;
+    e = big ? e + 1.0 : e;
+    const double t = (f - 1.0) / (f + 1.0);
+    const double t2 = t * t;
+    double q = 1.0 / 25.0;
+    q = 1.0 / 23.0 + t2 * q;
+    q = 1.0 / 21.0 + t2 * q;
+    q = 1.0 / 19.0 + t2 * q;
+    q = 1.0 / 17.0 + t2 * q;
+    q = 1.0 / 15.0 + t2 * q;
+    q = 1.0 / 13.0 + t2 * q;
+    q = 1.0 / 11.0 + t2 * q;
+    q = 1.0 / 9.0 + t2 * q;
+    q = 1.0 / 7.0 + t2 * q;
+    q = 1.0 / 5.0 + t2 * q;
+    q = 1.0 / 3.0 + t2 * q;
+    q = 1.0 + t2 * q;
+    return e * 0x1.62e42feep-1 + (e * 0x1.a39ef35793c76p-33 + (t + t) * q);
+}
+
+/* log(1 + e) for e in [0, 1], relative error below 5u: t = e / (2 + e)
+   (within 2u), 0 <= t <= 1/3, log(1 + e) = 2 t S(t^2), the atanh series to
+   t^32/33 (remainder < 2e-18 relative); every term is non-negative. */
+static inline double skts_log1p64(double e) {
+    const double t = e / (2.0 + e);
+    const double t2 = t * t;
+    double q = 1.0 / 33.0;
+    for (int i = 31; i >= 1; i -= 2) q = 1.0 / (double)i + t2 * q;
+    return (t + t) * q;
+}
+
+/* --- modes of the passes -------------------------------------------------- */
+enum {
+    SKTS_NLL = 0,    /* out[k] = sum w loss                                   */
+    SKTS_SLOPES = 1, /* out[5k..5k+4] = sums of loss, slope, var_x, err, |slope| */
+    SKTS_DERIV = 2,  /* out[4k..4k+3] = sums of loss, F'_row, F''_row (or E[-d]), F'_row^2 */
+    SKTS_WINDOW = 3  /* out[2k], out[2k+1] = est, err (float32 arithmetic)    */
+};
+
+typedef struct {
+    const void *z;       /* the block's first row */
+    int z_f32;           /* 1: float32 logits, 0: float64 */
+    ptrdiff_t n_rows;    /* rows of the block */
+    ptrdiff_t n_classes;
+    const int64_t *y;
+    const double *w;     /* normalised weights of the block's rows, or NULL */
+    double inv_total;    /* 1 / total weight */
+    const double *betas; /* nt values, in the order wanted */
+    const double *temps; /* the temperatures (1 / beta, as given) */
+    ptrdiff_t nt;
+    int mode;
+    int single;          /* float32 arithmetic (SKTS_DERIV, SKTS_WINDOW) */
+    int second;          /* SKTS_DERIV: F'' (1) or E_p[-d] (0) */
+    int moments;         /* SKTS_SLOPES: compute F' (1) or the loss only (0) */
+    int facts;           /* SKTS_SLOPES: compute the three exact facts */
+    int first_spread;    /* SKTS_WINDOW: index of the beta measuring E_p|d| (-1: use spread; the binary window always measures) */
+    double spread;       /* SKTS_WINDOW: a known bound on E_p[-d] */
+    double *out;         /* this block's results */
+    unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
+} skts_args;
+
+size_t skts_scratch_bytes(ptrdiff_t n_classes);
+void skts_block(const skts_args *a, void *scratch);
+void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n_rows,
+                       ptrdiff_t n_classes, double beta, int log_out,
+                       void *out, int out_f32, void *scratch);
+
+#endif

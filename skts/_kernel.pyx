@@ -1,0 +1,250 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled per-block pass (C in ``_kernel.c``, threads here).
+
+Each function reads C-contiguous float32 or float64 logits once, block by
+block (the blocks of ``skts._temperature._blocks``: their size depends on the
+shape only), with OpenMP threads over blocks. Every block writes its own row
+of the result; the caller adds the rows in block order, so the answer does
+not depend on the number of threads. Scratch memory is a few pages per
+thread, allocated for the call and freed before it returns.
+"""
+
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+import numpy as np
+
+cdef extern from "_kernel.h" nogil:
+    ctypedef struct skts_args:
+        const void *z
+        int z_f32
+        Py_ssize_t n_rows
+        Py_ssize_t n_classes
+        const int64_t *y
+        const double *w
+        double inv_total
+        const double *betas
+        const double *temps
+        Py_ssize_t nt
+        int mode
+        int single
+        int second
+        int moments
+        int facts
+        int first_spread
+        double spread
+        double *out
+        unsigned char *found
+    size_t skts_scratch_bytes(Py_ssize_t n_classes)
+    void skts_block(const skts_args *a, void *scratch)
+    void skts_softmax_rows(const void *z, int z_f32, Py_ssize_t n_rows,
+                           Py_ssize_t n_classes, double beta, int log_out,
+                           void *out, int out_f32, void *scratch)
+    double skts_exp64(double x)
+    float skts_exp32(float x)
+    double skts_log64(double s)
+    double skts_log1p64(double e)
+
+NLL, SLOPES, DERIV, WINDOW = 0, 1, 2, 3
+_WIDTH = {NLL: 1, SLOPES: 5, DERIV: 4, WINDOW: 2}
+BLOCK_ELEMENTS = 1 << 16
+
+
+def supports(logits):
+    """Whether the kernel reads ``logits`` in place."""
+    return (
+        isinstance(logits, np.ndarray)
+        and logits.ndim == 2
+        and logits.dtype in (np.float32, np.float64)
+        and logits.flags.c_contiguous
+        and logits.shape[1] >= 1
+    )
+
+
+def block_pass(
+    logits, y, sample_weight, double total, betas, temperatures, int mode, *,
+    bint single=False, bint second=True, bint moments=True, bint facts=False,
+    int first_spread=0, double spread=0.0, int n_threads=1,
+):
+    """Per-block weighted sums (one row per block of ``_blocks``).
+
+    Returns ``(sums, found)``: ``sums`` of shape ``(n_blocks, n_betas,
+    width)`` (width 1, 5, 4 or 2 for NLL, SLOPES, DERIV, WINDOW) and, with
+    ``facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom, varies).
+    """
+    cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
+    cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
+    cdef Py_ssize_t n_blocks = (n + step - 1) // step
+    cdef int width = _WIDTH[mode]
+    b_arr = np.ascontiguousarray(betas, dtype=np.float64)
+    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64)
+    cdef Py_ssize_t nt = b_arr.shape[0]
+    y_arr = np.ascontiguousarray(y, dtype=np.int64)
+    w_arr = None if sample_weight is None else np.ascontiguousarray(
+        sample_weight, dtype=np.float64)
+    out = np.full((n_blocks, nt, width), np.nan)
+    found = np.ones((n_blocks, 3), dtype=np.uint8)
+    cdef double[:, :, ::1] out_v = out
+    cdef unsigned char[:, ::1] found_v = found
+    cdef const double[::1] b_v = b_arr
+    cdef const double[::1] t_v = t_arr
+    cdef const int64_t[::1] y_v = y_arr
+    cdef const double[::1] w_v
+    cdef const double *w_p = NULL
+    if w_arr is not None:
+        w_v = w_arr
+        w_p = &w_v[0] if n > 0 else NULL
+    cdef const float[:, ::1] zf
+    cdef const double[:, ::1] zd
+    cdef const void *z_p
+    cdef int z_f32 = logits.dtype == np.float32
+    if n == 0 or nt == 0:
+        return out, (found if facts else None)
+    if z_f32:
+        zf = logits
+        z_p = &zf[0, 0]
+    else:
+        zd = logits
+        z_p = &zd[0, 0]
+    cdef skts_args base
+    base.z = z_p
+    base.z_f32 = z_f32
+    base.n_classes = k
+    base.inv_total = 1.0 / total
+    base.betas = &b_v[0]
+    base.temps = &t_v[0]
+    base.nt = nt
+    base.mode = mode
+    base.single = single
+    base.second = second
+    base.moments = moments
+    base.facts = facts
+    base.first_spread = first_spread
+    base.spread = spread
+    cdef size_t scratch_bytes = skts_scratch_bytes(k)
+    cdef Py_ssize_t b, row0
+    cdef skts_args a
+    cdef int threads = max(1, min(n_threads, n_blocks))
+    # One scratch area per thread, freed before returning.
+    cdef char *pool = <char *>malloc(threads * scratch_bytes)
+    if pool == NULL:
+        raise MemoryError("skts: no memory for the kernel's scratch buffers.")
+    try:
+        with nogil:
+            for b in prange(n_blocks, schedule="dynamic", num_threads=threads):
+                a = base
+                row0 = b * step
+                a.n_rows = min(step, n - row0)
+                if z_f32:
+                    a.z = <const void *>(<const float *>z_p + row0 * k)
+                else:
+                    a.z = <const void *>(<const double *>z_p + row0 * k)
+                a.y = &y_v[row0]
+                a.w = (w_p + row0) if w_p != NULL else NULL
+                a.out = &out_v[b, 0, 0]
+                a.found = &found_v[b, 0] if facts else NULL
+                skts_block(&a, pool + threadid() * scratch_bytes)
+    finally:
+        free(pool)
+    return out, (found if facts else None)
+
+
+def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
+    """``softmax(beta * logits)`` (``log``: its logarithm) row by row, as
+    ``out_dtype`` (float32 or float64)."""
+    cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
+    out = np.empty((n, k), dtype=out_dtype)
+    if n == 0:
+        return out
+    cdef int out_f32 = out.dtype == np.float32
+    cdef int z_f32 = logits.dtype == np.float32
+    cdef const float[:, ::1] zf
+    cdef const double[:, ::1] zd
+    cdef float[:, ::1] of
+    cdef double[:, ::1] od
+    cdef const void *z_p
+    cdef void *o_p
+    if z_f32:
+        zf = logits
+        z_p = &zf[0, 0]
+    else:
+        zd = logits
+        z_p = &zd[0, 0]
+    if out_f32:
+        of = out
+        o_p = &of[0, 0]
+    else:
+        od = out
+        o_p = &od[0, 0]
+    cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
+    cdef Py_ssize_t n_blocks = (n + step - 1) // step
+    cdef Py_ssize_t b, row0, rows
+    cdef size_t isz = 4 if z_f32 else 8
+    cdef size_t osz = 4 if out_f32 else 8
+    cdef int threads = max(1, min(n_threads, n_blocks))
+    cdef size_t scratch_bytes = <size_t>(k + 16) * 8
+    cdef char *pool = <char *>malloc(threads * scratch_bytes)
+    if pool == NULL:
+        raise MemoryError("skts: no memory for the kernel's scratch buffers.")
+    try:
+        with nogil:
+            for b in prange(n_blocks, schedule="dynamic", num_threads=threads):
+                row0 = b * step
+                rows = min(step, n - row0)
+                skts_softmax_rows(
+                    <const void *>(<const char *>z_p + row0 * k * isz), z_f32,
+                    rows, k, beta, log,
+                    <void *>(<char *>o_p + row0 * k * osz), out_f32,
+                    pool + threadid() * scratch_bytes)
+    finally:
+        free(pool)
+    return out
+
+
+def _exp64(x):
+    """The kernel's float64 exponential, elementwise (tests only)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    cdef const double[::1] xv = x.reshape(-1)
+    cdef double[::1] ov = out.reshape(-1)
+    cdef Py_ssize_t i
+    for i in range(xv.shape[0]):
+        ov[i] = skts_exp64(xv[i])
+    return out
+
+
+def _exp32(x):
+    """The kernel's float32 exponential, elementwise (tests only)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    cdef const float[::1] xv = x.reshape(-1)
+    cdef float[::1] ov = out.reshape(-1)
+    cdef Py_ssize_t i
+    for i in range(xv.shape[0]):
+        ov[i] = skts_exp32(xv[i])
+    return out
+
+
+def _log64(x):
+    """The kernel's logarithm (x >= 1), elementwise (tests only)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    cdef const double[::1] xv = x.reshape(-1)
+    cdef double[::1] ov = out.reshape(-1)
+    cdef Py_ssize_t i
+    for i in range(xv.shape[0]):
+        ov[i] = skts_log64(xv[i])
+    return out
+
+
+def _log1p64(x):
+    """The kernel's log(1 + x) (0 <= x <= 1), elementwise (tests only)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    cdef const double[::1] xv = x.reshape(-1)
+    cdef double[::1] ov = out.reshape(-1)
+    cdef Py_ssize_t i
+    for i in range(xv.shape[0]):
+        ov[i] = skts_log1p64(xv[i])
+    return out

@@ -1,0 +1,266 @@
+"""The compiled per-block pass (skts/_kernel.c): its elementary functions meet
+the error bounds that the search's proofs use, and its passes agree with the
+NumPy passes (the same formulas, read by numpy's own exp and log) within those
+bounds, whatever the number of threads."""
+
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from skts import _kernel
+from skts._temperature import (
+    _derivatives,
+    _error64_factor,
+    _exact_losses,
+    _nll,
+    _Rows,
+    _slopes,
+    _window_pass32,
+    grid_search,
+)
+
+U64 = 2.0**-53
+U32 = 2.0**-24
+
+
+def _rel_error(computed, exact):
+    return np.abs((computed.astype(np.longdouble) - exact) / exact)
+
+
+def test_exp64_within_its_proven_bound():
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            -rng.uniform(0, 700, 400_000),
+            -rng.uniform(0, 1, 100_000),
+            # Around the half-integer multiples of ln 2, where k may round
+            # either way, and at the ends of the domain.
+            -(np.arange(1, 1000) + 0.5) * np.log(2) + rng.normal(0, 1e-12, 999),
+            [0.0, -1e-300, -0.3466, -700.0, -708.0],
+        ]
+    )
+    exact = np.exp(x.astype(np.longdouble))
+    assert _rel_error(_kernel._exp64(x), exact).max() < 4.4 * U64
+
+
+def test_exp32_within_its_proven_bound():
+    rng = np.random.default_rng(1)
+    x = np.concatenate(
+        [-rng.uniform(0, 87, 400_000), -rng.uniform(0, 1, 100_000), [0.0, -87.0]]
+    ).astype(np.float32)
+    exact = np.exp(x.astype(np.longdouble))
+    assert _rel_error(_kernel._exp32(x), exact).max() < 4.4 * U32
+
+
+def test_log_and_log1p_within_their_proven_bounds():
+    rng = np.random.default_rng(2)
+    s = np.concatenate(
+        [np.exp(rng.uniform(0, 700, 300_000)), 1.0 + rng.uniform(0, 1, 100_000)]
+    )
+    s = np.concatenate([s, [1.5, np.nextafter(1.5, 0), 2.0, 3.0, 1e308]])
+    exact = np.log(s.astype(np.longdouble))
+    live = exact != 0
+    assert _rel_error(_kernel._log64(s)[live], exact[live]).max() < 5 * U64
+    assert _kernel._log64(np.array([1.0]))[0] == 0.0  # a row sum of 1: loss 0
+    e = np.concatenate([rng.uniform(0, 1, 300_000), 10.0 ** -rng.uniform(0, 300, 1000)])
+    exact = np.log1p(e.astype(np.longdouble))
+    assert _rel_error(_kernel._log1p64(e), exact).max() < 5 * U64
+
+
+@pytest.mark.parametrize(
+    ("degree", "unit", "claimed"),
+    [(13, Fraction(1, 2**53), 2.9), (8, Fraction(1, 2**24), 2.9)],
+)
+def test_horner_error_bound_of_exp(degree, unit, claimed):
+    # The running-error bound the comments of _kernel.h quote, in exact
+    # rational arithmetic, over |r| <= 0.3466: with q_i = c_i + r q_{i+1}
+    # (c_i = 1/i!, rounded except c_0 = c_1 = 1), the relative error of the
+    # computed q_i is at most e_i <= (u c_i + |r| q_{i+1} (e_{i+1} + u)) / q_i + u
+    # (first order; the claim leaves room for the second).
+    import math
+
+    worst = Fraction(0)
+    for r in [Fraction(k, 10_000) for k in range(-3466, 3467, 31)]:
+        q = Fraction(1, math.factorial(degree))
+        e = unit  # the rounding of the leading coefficient
+        for i in range(degree - 1, -1, -1):
+            c = Fraction(1, math.factorial(i))
+            rounded = 0 if i <= 1 else unit
+            new_q = c + r * q
+            e = (rounded * c + abs(r) * q * (e + unit)) / abs(new_q) + unit
+            q = new_q
+        worst = max(worst, e)
+    assert worst / unit < claimed
+    # The Taylor remainder the comments quote (below 0.06u, 3e-10).
+    rem = (
+        Fraction(14_165, 10_000)
+        * Fraction(3466, 10_000) ** (degree + 1)
+        / math.factorial(degree + 1)
+    )
+    assert rem < (Fraction(6, 100) * unit if degree == 13 else Fraction(3, 10**10))
+
+
+def _cases():
+    rng = np.random.default_rng(3)
+    for n, k in [(700, 2), (500, 3), (400, 10), (300, 33), (200, 100), (7, 5000)]:
+        for dtype in (np.float32, np.float64):
+            z = rng.normal(scale=4.0, size=(n, k)).astype(dtype)
+            y = np.where(rng.random(n) < 0.6, z.argmax(1), rng.integers(0, k, n))
+            w = rng.uniform(0, 2, n)
+            w[::7] = 0.0
+            yield f"{n}x{k}-{np.dtype(dtype).name}", z, y, w
+
+
+CASES = list(_cases())
+
+
+def _strided_view(z):
+    """The same logits as a view the kernel cannot read in place (handed to
+    it block by block, as contiguous copies)."""
+    wide = np.empty((z.shape[0], 2 * z.shape[1]), dtype=z.dtype)
+    wide[:, ::2] = z
+    view = wide[:, ::2]
+    assert not _kernel.supports(view) and _kernel.supports(z)
+    return view
+
+
+def _reference(z, y, w, temperatures):
+    """Slow, obviously-correct (F, F', F'') per temperature, in extended
+    precision (numpy's longdouble: 64-bit significand here)."""
+    z = z.astype(np.longdouble)
+    w = (
+        np.ones(z.shape[0], dtype=np.longdouble)
+        if w is None
+        else w.astype(np.longdouble)
+    )
+    out = []
+    for t in temperatures:
+        u = (z - z.max(axis=1, keepdims=True)) / np.longdouble(t)
+        e = np.exp(u)
+        s = e.sum(axis=1)
+        p = e / s[:, None]
+        loss = -(u[np.arange(len(y)), y] - np.log(s))
+        mean_z = (p * z).sum(axis=1)
+        slope = mean_z - z[np.arange(len(y)), y]  # dF/dbeta per row
+        var = (p * (z - mean_z[:, None]) ** 2).sum(axis=1)
+        out.append([(w * v).sum() / w.sum() for v in (loss, slope, var)])
+    return np.array(out, dtype=np.float64)
+
+
+@pytest.mark.parametrize(("name", "z", "y", "w"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weighted):
+    w = w if weighted else None
+    rows = _Rows(z, y, w)
+    ts = [0.05, 0.7, 1.0, 3.0, 40.0]
+    ref = _reference(z, y, w, ts)
+    nll = _nll(rows, ts)
+    c64 = _error64_factor(rows)
+    assert np.all(np.abs(nll - ref[:, 0]) <= c64 * (np.abs(ref[:, 0]) + 1))
+    # F' within its proven bound; F and F'' close; the exact facts exact.
+    slopes = _slopes(rows, ts)
+    assert np.array_equal(slopes.values[:, 0], nll)
+    assert np.all(np.abs(slopes.values[:, 1] - ref[:, 1]) <= slopes.bound)
+    assert np.allclose(slopes.values[:, 2], ref[:, 2], rtol=1e-9, atol=1e-12)
+    live = np.ones(len(y), bool) if w is None else w > 0
+    zy = z[np.arange(len(y)), y]
+    varies = bool(np.any((z.max(1) > z.min(1)) & live))
+    assert slopes.separable == (bool(np.all((zy == z.max(1))[live])) and varies)
+    assert slopes.anti_separable == (bool(np.all((zy == z.min(1))[live])) and varies)
+    # Derivatives in beta (float32 and float64 arithmetic): steering values.
+    betas = [1 / t for t in ts]
+    for precision, rtol in (("float64", 1e-9), ("float32", 2e-4)):
+        got = _derivatives(rows, betas, precision)
+        assert np.allclose(got[:, 0], ref[:, 0], rtol=rtol, atol=1e-6)
+        assert np.allclose(got[:, 1], ref[:, 1], rtol=rtol, atol=1e-5)
+        assert np.allclose(got[:, 2], ref[:, 2], rtol=100 * rtol, atol=1e-4)
+    # The float32 window: every estimate within its proven bound; the fused
+    # float64 values are nll's, bit for bit.
+    est, err, exact = _window_pass32(rows, np.array(ts), exact=np.array(ts[:2]))
+    assert np.all(np.abs(est - ref[:, 0]) <= err)
+    assert np.array_equal(exact, nll[:2])
+    # A view the kernel reads block by block gives the very same bits.
+    view = _Rows(_strided_view(z), y, w)
+    assert np.array_equal(_nll(view, ts), nll)
+    assert np.array_equal(_slopes(view, ts).bound, slopes.bound)
+    assert np.array_equal(_window_pass32(view, np.array(ts))[0], est)
+
+
+@pytest.mark.parametrize(
+    ("name", "z", "y", "w"), CASES[:6], ids=[c[0] for c in CASES[:6]]
+)
+def test_window_bound_holds_against_high_precision(name, z, y, w):
+    rows = _Rows(z[:60], y[:60], w[:60])
+    ts = np.array([0.3, 1.0, 2.5])
+    est, err, _ = _window_pass32(rows, ts)
+    exact, _ = _exact_losses(rows, ts)
+    assert np.all(np.abs(est - np.array([float(v) for v in exact])) <= err)
+
+
+def test_kernel_sums_do_not_depend_on_threads():
+    rng = np.random.default_rng(4)
+    z = rng.normal(scale=3.0, size=(300_000, 10)).astype(np.float32)
+    y = rng.integers(0, 10, z.shape[0])
+    w = rng.uniform(0, 1, z.shape[0])
+    runs = [
+        _kernel.block_pass(
+            z,
+            y,
+            w,
+            float(w.sum()),
+            [0.5, 1.0],
+            [2.0, 1.0],
+            mode,
+            single=single,
+            n_threads=threads,
+        )[0]
+        for mode, single in (
+            (_kernel.NLL, False),
+            (_kernel.SLOPES, False),
+            (_kernel.DERIV, True),
+            (_kernel.WINDOW, True),
+        )
+        for threads in (1, 2, 3)
+    ]
+    for i in range(0, len(runs), 3):
+        assert runs[i].shape[0] > 4  # several blocks
+        assert np.array_equal(runs[i], runs[i + 1], equal_nan=True)
+        assert np.array_equal(runs[i], runs[i + 2], equal_nan=True)
+
+
+def test_extreme_logits_keep_the_exact_rule():
+    # Logits near the float32 and float64 limits: the kernel clips as the
+    # NumPy passes do, and the search still matches high precision.
+    for dtype, big in ((np.float32, 3e38), (np.float64, 1e308)):
+        z = np.array(
+            [[big, -big, 0.0], [-big, big, 1.0], [0.0, 1.0, 2.0], [1.0, 0.0, 0.5]],
+            dtype=dtype,
+        )
+        y = np.array([0, 2, 2, 1])
+        grid = np.array([0.5, 1.0, 2.0])
+        res = grid_search(z, y, grid)
+        exact, _ = _exact_losses(_Rows(z, y), grid)
+        assert res.temperature == grid[int(np.argmin(exact))]
+
+
+def test_softmax_kernel_matches_high_precision():
+    rng = np.random.default_rng(5)
+    z = rng.normal(scale=20.0, size=(50, 7))
+    for log in (False, True):
+        for out_dtype in (np.float64, np.float32):
+            got = _kernel.softmax(z, 1 / 1.7, log, out_dtype)
+            assert got.dtype == out_dtype
+            with mpmath.workdps(40):
+                for i in (0, 17, 49):
+                    row = [mpmath.mpf(float(v)) / mpmath.mpf(1.7) for v in z[i]]
+                    lse = mpmath.log(mpmath.fsum(mpmath.exp(v) for v in row))
+                    want = [
+                        float(v - lse) if log else float(mpmath.exp(v - lse))
+                        for v in row
+                    ]
+                    tol = 1e-6 if out_dtype == np.float32 else 1e-13
+                    assert np.allclose(
+                        got[i], want, rtol=tol, atol=1e-300 if not log else tol
+                    )
