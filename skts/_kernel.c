@@ -53,14 +53,14 @@ EXTREME(double, vd8, vl8, 8, max64, >)
 EXTREME(double, vd8, vl8, 8, min64, <)
 
 INLINE void row_extremes(const void *z, int z_f32, ptrdiff_t r,
-                         ptrdiff_t k, double *mx, double *mn) {
+                         ptrdiff_t k, ptrdiff_t ld, double *mx, double *mn) {
     for (ptrdiff_t i = 0; i < r; i++) {
         if (z_f32) {
-            const float *row = (const float *)z + i * k;
+            const float *row = (const float *)z + i * ld;
             mx[i] = max32(row, k);
             if (mn) mn[i] = min32(row, k);
         } else {
-            const double *row = (const double *)z + i * k;
+            const double *row = (const double *)z + i * ld;
             mx[i] = max64(row, k);
             if (mn) mn[i] = min64(row, k);
         }
@@ -70,16 +70,41 @@ INLINE void row_extremes(const void *z, int z_f32, ptrdiff_t r,
 /* Centre a chunk of r rows: d = z - m (clipped as _temperature.py does), in
    float64 (d64) or float32 (d32), class-major (d[j r_ + i]) for at most 32
    classes, else row-major; gap = m - z_y in float64. */
+/* Row-major to class-major, with the number of classes a compile-time
+   constant (then the compiler vectorises the strided reads). */
+#define TRANSPOSE_CASE(K)                                                     \
+    case K:                                                                   \
+        for (ptrdiff_t j = 0; j < K; j++)                                     \
+            for (ptrdiff_t i = 0; i < r; i++) t[j * r + i] = z[i * K + j];    \
+        break;
+#define TRANSPOSE(NAME, TI, TO)                                               \
+    INLINE void NAME(const TI *restrict z, TO *restrict t, ptrdiff_t r,       \
+                     ptrdiff_t k) {                                           \
+        switch (k) {                                                          \
+            TRANSPOSE_CASE(1) TRANSPOSE_CASE(2) TRANSPOSE_CASE(3)             \
+            TRANSPOSE_CASE(4) TRANSPOSE_CASE(5) TRANSPOSE_CASE(6)             \
+            TRANSPOSE_CASE(7) TRANSPOSE_CASE(8) TRANSPOSE_CASE(9)             \
+            TRANSPOSE_CASE(10) TRANSPOSE_CASE(11) TRANSPOSE_CASE(12)          \
+            TRANSPOSE_CASE(13) TRANSPOSE_CASE(14) TRANSPOSE_CASE(15)          \
+            TRANSPOSE_CASE(16) TRANSPOSE_CASE(20) TRANSPOSE_CASE(32)          \
+        default:                                                              \
+            for (ptrdiff_t i = 0; i < r; i++)                                 \
+                for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = z[i * k + j];\
+        }                                                                     \
+    }
+TRANSPOSE(transpose_f32_f32, float, float)
+TRANSPOSE(transpose_f32_f64, float, double)
+TRANSPOSE(transpose_f64_f64, double, double)
+
 INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
-                   const int64_t *y, double *d64, float *d32, double *stage,
+                   ptrdiff_t ld, const int64_t *y, double *d64, float *d32, double *stage,
                    double *gap, double *mx, double *mn) {
     if (k <= SKTS_TRANSPOSE_MAX) {
         /* Class-major: a transposing copy, then maxima, minima and the
            differences run across rows, whole vectors at a time. */
         if (d32 && z_f32) {
             const float *zf = (const float *)z;
-            for (ptrdiff_t i = 0; i < r; i++)
-                for (ptrdiff_t j = 0; j < k; j++) d32[j * r + i] = zf[i * k + j];
+            transpose_f32_f32(zf, d32, r, k);
             for (ptrdiff_t i = 0; i < r; i++) mx[i] = d32[i];
             for (ptrdiff_t j = 1; j < k; j++)
                 for (ptrdiff_t i = 0; i < r; i++) {
@@ -107,13 +132,9 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         }
         double *t = d32 ? stage : d64;
         if (z_f32) {
-            const float *zf = (const float *)z;
-            for (ptrdiff_t i = 0; i < r; i++)
-                for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = zf[i * k + j];
+            transpose_f32_f64((const float *)z, t, r, k);
         } else {
-            const double *zd = (const double *)z;
-            for (ptrdiff_t i = 0; i < r; i++)
-                for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = zd[i * k + j];
+            transpose_f64_f64((const double *)z, t, r, k);
         }
         for (ptrdiff_t i = 0; i < r; i++) mx[i] = t[i];
         for (ptrdiff_t j = 1; j < k; j++)
@@ -146,11 +167,12 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
             }
         return;
     }
-    row_extremes(z, z_f32, r, k, mx, mn);
+    /* Row-major (more than 32 classes): rows may be ld apart. */
+    row_extremes(z, z_f32, r, k, ld, mx, mn);
     for (ptrdiff_t i = 0; i < r; i++) {
         const double m = mx[i];
-        const double zy = z_f32 ? (double)((const float *)z)[i * k + y[i]]
-                                : ((const double *)z)[i * k + y[i]];
+        const double zy = z_f32 ? (double)((const float *)z)[i * ld + y[i]]
+                                : ((const double *)z)[i * ld + y[i]];
         const double g = m - zy; /* exact for float32 input */
         gap[i] = g > SKTS_BIG ? SKTS_BIG : g;
     }
@@ -160,7 +182,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         for (ptrdiff_t i = 0; i < r; i++) {
             const float m = (float)mx[i];
             for (ptrdiff_t j = 0; j < k; j++) {
-                const float v = zf[i * k + j] - m;
+                const float v = zf[i * ld + j] - m;
                 d32[i * k + j] = v < SKTS_F32_MIN ? SKTS_F32_MIN : v;
             }
         }
@@ -169,14 +191,14 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
     for (ptrdiff_t i = 0; i < r; i++) {
         const double m = mx[i];
         if (z_f32) {
-            const float *zr = (const float *)z + i * k;
+            const float *zr = (const float *)z + i * ld;
             for (ptrdiff_t j = 0; j < k; j++) {
                 const double v = (double)zr[j] - m;
                 if (d32) d32[i * k + j] = (float)(v < (double)SKTS_F32_MIN ? (double)SKTS_F32_MIN : v);
                 else d64[i * k + j] = v;
             }
         } else {
-            const double *zr = (const double *)z + i * k;
+            const double *zr = (const double *)z + i * ld;
             for (ptrdiff_t j = 0; j < k; j++) {
                 double v = zr[j] - m;
                 v = v < -SKTS_BIG ? -SKTS_BIG : v;
@@ -249,20 +271,32 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 
 /* The same in float32 arithmetic, accumulated in float64. */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
-                   int moments, double *s, double *s1, double *s2) {
+                   int moments, double *s, double *s1, double *s2, float *f1,
+                   float *f2) {
+    /* The row sum S in float64 (its error enters the proven bounds); the
+       moments, which only steer or enter a bound with a safety factor of 2,
+       in float32. moments: 0 (S only), 1 (and E[x]) or 2 (and E[x^2]). */
     if (k <= SKTS_TRANSPOSE_MAX) {
-        for (ptrdiff_t i = 0; i < r; i++) s[i] = s1[i] = s2[i] = 0.0;
+        for (ptrdiff_t i = 0; i < r; i++) s[i] = 0.0, f1[i] = f2[i] = 0.0f;
         for (ptrdiff_t j = 0; j < k; j++) {
             const float *dj = d + j * r;
-            if (moments) {
+            if (moments == 2) {
                 for (ptrdiff_t i = 0; i < r; i++) {
                     float x = dj[i] * beta;
                     x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
                     const float e = skts_exp32(x);
                     const float ex = e * x;
                     s[i] += (double)e;
-                    s1[i] += (double)ex;
-                    s2[i] += (double)ex * (double)x;
+                    f1[i] += ex;
+                    f2[i] += ex * x;
+                }
+            } else if (moments == 1) {
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    float x = dj[i] * beta;
+                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                    const float e = skts_exp32(x);
+                    s[i] += (double)e;
+                    f1[i] += e * x;
                 }
             } else {
                 for (ptrdiff_t i = 0; i < r; i++) {
@@ -272,30 +306,41 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
                 }
             }
         }
+        for (ptrdiff_t i = 0; i < r; i++) s1[i] = f1[i], s2[i] = f2[i];
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
         const float *row = d + i * k;
-        double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
+        double a[L] = {0};
+        float a1[L] = {0}, a2[L] = {0};
         ptrdiff_t j = 0;
-        for (; j + L <= k; j += L)
-            for (int q = 0; q < L; q++) {
-                float x = row[j + q] * beta;
-                x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                const float e = skts_exp32(x);
-                const float ex = e * x;
-                a[q] += (double)e;
-                a1[q] += (double)ex;
-                a2[q] += (double)ex * (double)x;
-            }
+        if (moments) {
+            for (; j + L <= k; j += L)
+                for (int q = 0; q < L; q++) {
+                    float x = row[j + q] * beta;
+                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                    const float e = skts_exp32(x);
+                    const float ex = e * x;
+                    a[q] += (double)e;
+                    a1[q] += ex;
+                    a2[q] += ex * x;
+                }
+        } else {
+            for (; j + L <= k; j += L)
+                for (int q = 0; q < L; q++) {
+                    float x = row[j + q] * beta;
+                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+                    a[q] += (double)skts_exp32(x);
+                }
+        }
         for (int q = 0; j < k; j++, q++) {
             float x = row[j] * beta;
             x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
             const float e = skts_exp32(x);
             const float ex = e * x;
             a[q] += (double)e;
-            a1[q] += (double)ex;
-            a2[q] += (double)ex * (double)x;
+            a1[q] += ex;
+            a2[q] += ex * x;
         }
         double t = a[0], t1 = a1[0], t2 = a2[0];
         for (int q = 1; q < L; q++) t += a[q], t1 += a1[q], t2 += a2[q];
@@ -345,6 +390,8 @@ void skts_block(const skts_args *a, void *scratch) {
     double *s1 = rows + 4 * rc, *s2 = rows + 5 * rc, *v0 = rows + 6 * rc;
     double *v1 = rows + 7 * rc, *v2 = rows + 8 * rc, *v3 = rows + 9 * rc;
     double *v4 = rows + 10 * rc, *spread = rows + 11 * rc;
+    float *f1 = (float *)(rows + 12 * rc), *f2 = (float *)(rows + 13 * rc);
+    double *ls = rows + 14 * rc;
     const double unit64 = 0x1p-53, unit32 = 0x1p-24;
     const double log2k = log2((double)(k > 2 ? k : 2));
     const int nv = a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
@@ -355,11 +402,12 @@ void skts_block(const skts_args *a, void *scratch) {
     if (!acc) return; /* the caller sees out untouched (NaN) */
     for (ptrdiff_t row0 = 0; row0 < n; row0 += rc) {
         const ptrdiff_t r = n - row0 < rc ? n - row0 : rc;
-        const void *z = a->z_f32 ? (const void *)((const float *)a->z + row0 * k)
-                                 : (const void *)((const double *)a->z + row0 * k);
+        const ptrdiff_t ld = a->ld;
+        const void *z = a->z_f32 ? (const void *)((const float *)a->z + row0 * ld)
+                                 : (const void *)((const double *)a->z + row0 * ld);
         const int64_t *y = a->y + row0;
         const double *w = a->w ? a->w + row0 : NULL;
-        centre(z, a->z_f32, r, k, y, d64,
+        centre(z, a->z_f32, r, k, ld, y, d64,
                single && !binary_window ? d32 : NULL, d64 + rc * k, gap, mx,
                a->facts || binary_window ? mn : NULL);
         if (a->facts) {
@@ -368,8 +416,8 @@ void skts_block(const skts_args *a, void *scratch) {
                 if (!live) continue;
                 /* zy == m  <=>  gap == 0 (exact); zy == min: via z itself */
                 const double zy = a->z_f32
-                    ? (double)((const float *)z)[i * k + y[i]]
-                    : ((const double *)z)[i * k + y[i]];
+                    ? (double)((const float *)z)[i * ld + y[i]]
+                    : ((const double *)z)[i * ld + y[i]];
                 top &= gap[i] == 0.0;
                 bottom &= zy == mn[i];
                 varies |= mx[i] > mn[i];
@@ -403,15 +451,18 @@ void skts_block(const skts_args *a, void *scratch) {
             const double beta = a->betas[q];
             double *acq = acc + q * nv * L;
             if (single) {
-                const int measure = a->mode == SKTS_WINDOW ? a->first_spread == q : 1;
-                sums32(d32, r, k, (float)beta, measure, s, s1, s2);
+                const int nmom = a->mode == SKTS_WINDOW ? a->first_spread == q
+                                 : a->second ? 2 : 1;
+                sums32(d32, r, k, (float)beta, nmom, s, s1, s2, f1, f2);
             } else {
                 sums64(d64, r, k, beta, a->mode != SKTS_NLL &&
                        !(a->mode == SKTS_SLOPES && !a->moments), s, s1, s2);
             }
+            /* log S in a loop of its own: it vectorises there */
+            for (ptrdiff_t i = 0; i < r; i++) ls[i] = skts_log64(s[i]);
             if (a->mode == SKTS_NLL || (a->mode == SKTS_SLOPES && !a->moments)) {
                 for (ptrdiff_t i = 0; i < r; i++)
-                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                    v0[i] = gap[i] * beta + ls[i];
                 accumulate(acq, row0, r, w, a->inv_total, v0);
             } else if (a->mode == SKTS_SLOPES) {
                 const double t = a->temps[q];
@@ -419,7 +470,7 @@ void skts_block(const skts_args *a, void *scratch) {
                     const double m1x = -s1[i] / s[i], m2x = s2[i] / s[i];
                     const double slope = gap[i] - m1x * t;
                     const double var = m2x - m1x * m1x;
-                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                    v0[i] = gap[i] * beta + ls[i];
                     v1[i] = slope;
                     v2[i] = var > 0.0 ? var : 0.0;
                     v3[i] = 2.0 * unit64 * (2.0 * gap[i] + (2.0 * (double)k + 12.0) *
@@ -438,16 +489,16 @@ void skts_block(const skts_args *a, void *scratch) {
                 const int second = a->second != 0;
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double mean_d = s1[i] / s[i] / bx;
-                    v0[i] = gap[i] * beta + skts_log64(s[i]);
+                    v0[i] = gap[i] * beta + ls[i];
                     v1[i] = mean_d + gap[i];
                     v3[i] = v1[i] * v1[i];
-                    if (second) {
-                        const double var = s2[i] / s[i] / bx / bx - mean_d * mean_d;
-                        v2[i] = var > 0.0 ? var : 0.0;
-                    } else {
-                        v2[i] = -mean_d;
-                    }
+                    v2[i] = -mean_d;
                 }
+                if (second)
+                    for (ptrdiff_t i = 0; i < r; i++) {
+                        const double var = s2[i] / s[i] / bx / bx - v2[i] * v2[i];
+                        v2[i] = var > 0.0 ? var : 0.0;
+                    }
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);
                 accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
@@ -460,7 +511,7 @@ void skts_block(const skts_args *a, void *scratch) {
                     for (ptrdiff_t i = 0; i < r; i++) spread[i] = a->spread;
                 }
                 for (ptrdiff_t i = 0; i < r; i++) {
-                    const double lse = skts_log64(s[i]);
+                    const double lse = ls[i];
                     v0[i] = gap[i] * beta + lse;
                     v1[i] = (32.0 + log2k + 3.0 * spread[i] * beta + 8.0 * lse) *
                             (2.0 * unit32);
@@ -493,7 +544,7 @@ void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k,
         double m;
         row_extremes(z_f32 ? (const void *)((const float *)z + i * k)
                            : (const void *)((const double *)z + i * k),
-                     z_f32, 1, k, &m, NULL);
+                     z_f32, 1, k, k, &m, NULL);
         double acc[L] = {0};
         ptrdiff_t j = 0;
         for (; j < k; j++) {

@@ -21,6 +21,7 @@ cdef extern from "_kernel.h" nogil:
         int z_f32
         Py_ssize_t n_rows
         Py_ssize_t n_classes
+        Py_ssize_t ld
         const int64_t *y
         const double *w
         double inv_total
@@ -51,14 +52,27 @@ _WIDTH = {NLL: 1, SLOPES: 5, DERIV: 4, WINDOW: 2}
 BLOCK_ELEMENTS = 1 << 16
 
 
-def supports(logits):
-    """Whether the kernel reads ``logits`` in place."""
-    return (
+def supports(logits, strided=True):
+    """Whether the kernel reads ``logits`` in place: a NumPy float32/float64
+    array, C-contiguous, or (``strided``, above 32 classes) with contiguous
+    rows any number of elements apart (a view of every k-th row)."""
+    if not (
         isinstance(logits, np.ndarray)
         and logits.ndim == 2
         and logits.dtype in (np.float32, np.float64)
-        and logits.flags.c_contiguous
         and logits.shape[1] >= 1
+    ):
+        return False
+    if logits.flags.c_contiguous:
+        return True
+    size = logits.itemsize
+    rows, cols = logits.strides
+    return (
+        strided
+        and logits.shape[1] > 32
+        and cols == size
+        and rows % size == 0
+        and rows >= logits.shape[1] * size
     )
 
 
@@ -95,10 +109,11 @@ def block_pass(
     if w_arr is not None:
         w_v = w_arr
         w_p = &w_v[0] if n > 0 else NULL
-    cdef const float[:, ::1] zf
-    cdef const double[:, ::1] zd
+    cdef const float[:, :] zf
+    cdef const double[:, :] zd
     cdef const void *z_p
     cdef int z_f32 = logits.dtype == np.float32
+    cdef Py_ssize_t ld = logits.strides[0] // logits.itemsize if n > 0 else k
     if n == 0 or nt == 0:
         return out, (found if facts else None)
     if z_f32:
@@ -111,6 +126,7 @@ def block_pass(
     base.z = z_p
     base.z_f32 = z_f32
     base.n_classes = k
+    base.ld = ld
     base.inv_total = 1.0 / total
     base.betas = &b_v[0]
     base.temps = &t_v[0]
@@ -137,9 +153,9 @@ def block_pass(
                 row0 = b * step
                 a.n_rows = min(step, n - row0)
                 if z_f32:
-                    a.z = <const void *>(<const float *>z_p + row0 * k)
+                    a.z = <const void *>(<const float *>z_p + row0 * ld)
                 else:
-                    a.z = <const void *>(<const double *>z_p + row0 * k)
+                    a.z = <const void *>(<const double *>z_p + row0 * ld)
                 a.y = &y_v[row0]
                 a.w = (w_p + row0) if w_p != NULL else NULL
                 a.out = &out_v[b, 0, 0]

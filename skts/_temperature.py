@@ -1024,8 +1024,11 @@ def _warm_start(
     n_samples, n_classes = data.n_samples, data.n_classes
     m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
     step = max(1, n_samples // m)
-    if step == 1 and m >= n_samples and type(data) is _Rows and _compiled(data.logits):
-        sub, sub_y, sub_w = data.logits, data.y, data.sample_weight
+    if type(data) is _Rows and _compiled(data.logits[: step * m : step]):
+        # The data itself, or a view of every step-th row: no copy.
+        rows = slice(0, step * m, step)
+        sub, sub_y = data.logits[rows], data.y[rows]
+        sub_w = None if data.sample_weight is None else data.sample_weight[rows]
     else:
         sub, sub_y, sub_w = data.subsample(slice(0, step * m, step))
         if not _compiled(sub):  # (e.g. a device or Dask subsample)
@@ -1033,50 +1036,59 @@ def _warm_start(
             sub = np.ascontiguousarray(sub, dtype=dtype)
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
-    sample = _Rows(sub, sub_y, sub_w)
     whole = sub.shape[0] >= n_samples
-    seen: dict[float, NDArray] = {}
+    # Newton first on every k-th row of the sample (about 2**17 values, at
+    # least 64 rows) to 1%, then one step on the sample.
+    stride = max(1, min(sub.shape[0] // 64, sub.shape[0] * n_classes >> 17))
+    small = sub[::stride] if stride > 1 else sub
+    small_rows = _Rows(
+        small if _compiled(small) else np.ascontiguousarray(small),
+        sub_y[::stride],
+        None if sub_w is None else sub_w[::stride],
+    )
+    if small_rows.sample_weight is not None and not small_rows.total > 0:
+        small_rows = _Rows(small_rows.logits, small_rows.y)
+    sample = _Rows(sub, sub_y, sub_w)
     found: list[int] = []
 
-    def deriv(b: float):
-        sums, facts = _kernel_pass(
-            sample.logits,
-            sample.y,
-            sample.sample_weight,
-            sample.total,
-            [b],
-            [1.0 / b],
-            _kernel.DERIV,
-            None,
-            single=True,
-            facts=not found,
-        )
-        if facts is not None:
-            top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
-            found.append(1 if top else -1 if bottom else 0)
-        seen[b] = [float(v) for v in _fold(_add, sums[:, 0, :])]
-        return tuple(seen[b][:3])
+    def moments(rows: _Rows, seen: dict):
+        def deriv(b: float):
+            if b in seen:
+                return tuple(seen[b][:3])
+            sums, facts = _kernel_pass(
+                rows.logits, rows.y, rows.sample_weight, rows.total, [b], [1.0 / b],
+                _kernel.DERIV, None, single=True, facts=not found,
+            )
+            if facts is not None:
+                top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
+                found.append(1 if top else -1 if bottom else 0)
+            seen[b] = [float(v) for v in _fold(_add, sums[:, 0, :])]
+            return tuple(seen[b][:3])
+
+        return deriv
 
     beta0 = min(max(start, lo), hi)
+    seen_small: dict = {}
+    deriv = moments(small_rows, seen_small)
     deriv(beta0)
     edge = found[0]
     if edge:
         # The subsample's own minimum is at that end; Newton would only crawl
         # there (the derivatives decay exponentially on separable rows).
         return (hi if edge == 1 else lo), np.inf, np.nan, edge
-    beta, _ = _newton_beta(
-        lambda b: tuple(seen[b][:3]) if b in seen else deriv(b),
-        lo,
-        hi,
-        beta0,
-        rtol=1e-4,
-    )
+    beta, _ = _newton_beta(deriv, lo, hi, beta0, rtol=1e-2)
+    # Then one Newton step on the whole sample, not evaluated: from within
+    # 1%, Newton's quadratic convergence leaves about 1e-4, a hundredth of the
+    # default grid's spacing.
+    seen: dict = seen_small if stride == 1 else {}
+    _, g, h = moments(sample, seen)(beta)
+    at = beta
+    if np.isfinite(g) and np.isfinite(h) and h > 0:
+        beta = min(max(beta - g / h, lo), hi)
     if whole:
         return beta, 0.0, np.nan, edge
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
-    if beta not in seen:
-        deriv(beta)
-    _, mean_g, curvature, mean_g2 = (float(v) for v in seen[beta])
+    _, mean_g, curvature, mean_g2 = seen[at]
     sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
     if not curvature > 0 or not np.isfinite(sd):
         return beta, np.inf, curvature, edge
@@ -1141,6 +1153,7 @@ def _grid_search(
     passes = 0
     beta = beta0
     spread_beta = spread = None
+    newton_error = 0.0  # relative, of a float32 Newton step on all the data
     if edge:
         # Every subsample label has its row's largest (smallest) logit: read
         # the loss at the matching end and the exact facts of every row. If
@@ -1195,13 +1208,23 @@ def _grid_search(
             beta = min(
                 max(beta0 - g / h, beta0 - reach, beta_lo), beta0 + reach, beta_hi
             )
+            # Newton's error after a step is about the step squared (times a
+            # curvature ratio, a few units on real data).
+            newton_error = 3.0 * ((beta - beta0) / beta) ** 2
     # The candidate nearest to 1/beta (in log T) is the likely answer; look at
-    # it and its two neighbours.
+    # it and its neighbours: one on each side, more when the Newton step may
+    # have missed it by more than a grid step (a wider first window costs
+    # less than a second pass).
     j = int(np.searchsorted(cand, 1.0 / beta))
     if 0 < j < n_cand and math.log(cand[j] * beta) > -math.log(cand[j - 1] * beta):
         j -= 1
     j = min(j, n_cand - 1)
-    lo, hi = max(j - 1, 0), min(j + 1, n_cand - 1)
+    half = 1
+    if newton_error > 0.0 and n_cand > 2:
+        a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
+        spacing = math.log(cand[b] / cand[a]) / (b - a)
+        half = int(min(3, max(1, math.ceil(newton_error / spacing))))
+    lo, hi = max(j - half, 0), min(j + half, n_cand - 1)
 
     c64 = _error64_factor(rows)
     est: dict[int, float] = {}
@@ -1504,7 +1527,7 @@ def softmax(
 def _softmax(logits, temperature: float, log: bool, dtype, n_jobs) -> NDArray:
     n_samples, n_classes = logits.shape
     threads = _kernel_threads(n_jobs, n_samples * n_classes)
-    if _compiled(logits):
+    if _kernel.supports(logits, strided=False):
         return _kernel.softmax(logits, 1.0 / temperature, log, dtype, threads)
     # Other arrays (float16 widened on the fly, strided views): block by block.
     out = np.empty((n_samples, n_classes), dtype=dtype)
