@@ -1,50 +1,176 @@
-"""Time and memory of fitting one temperature, against baselines in the same run.
+"""Time and memory of fitting one temperature, against floors, the hardware
+bound and the peers, like for like.
 
-Usage (from the repository root; ~3 minutes on 2 cores)::
+Usage (from the repository root, after ``pip install`` of skts; about 10
+minutes on 2 cores with every peer installed)::
 
-    python benchmarks/bench_fit.py            # all shapes
-    python benchmarks/bench_fit.py --quick    # small shapes only
+    python benchmarks/bench_fit.py                 # all shapes, 7 interleaved rounds
+    python benchmarks/bench_fit.py --quick         # small shapes only
+    python benchmarks/bench_fit.py --load 2        # with 2 CPU-bound processes running
+    python benchmarks/bench_fit.py --memory        # peak memory, fresh processes
 
-For every shape it prints one row: the one-pass floor (a plain chunked numpy
-float64 pass computing the mean NLL at T = 1), skts grid and continuous,
-brute force over the 1001 candidates (timed on a row subsample and scaled),
-scikit-learn's ``CalibratedClassifierCV(FrozenEstimator(...),
-method="temperature")``, and netcal when it is installed. Times are medians of
-``--repeat`` runs after one warm-up; ratios are against the floor measured in
-the same run. Peak memory is measured separately with tracemalloc. The grid
-choice is compared with full brute force wherever that is affordable.
+Per shape (float32 logits, the default 1001-candidate grid, ``n_jobs=None``):
+
+- floors, timed in the same rounds: one numpy **float32** pass (the NLL at
+  ``T = 1``, chunked; the targets of issue 12 are ratios to it) and one numpy
+  float64 pass, single-threaded and on as many threads as skts uses (numpy
+  releases the GIL; both ratios are shown);
+- the **hardware bound** of one pass: reading the logits once at the measured
+  read bandwidth, or one float32 exponential per logit at the kernel's
+  measured rate, whichever is larger, on all cores;
+- skts's grid and continuous solvers and ``predict_proba`` (against a numpy
+  float64 softmax, float64 output);
+- the peers as their users call them: scikit-learn's
+  ``CalibratedClassifierCV(FrozenEstimator(...), method="temperature")`` on
+  the logits; netcal's ``TemperatureScaling`` on float64 probabilities (on
+  float32 it returns ``T = 1`` without fitting) whose attribute is ``1/T``;
+  probmetrics' ``get_calibrator("temp-scaling")`` on probabilities
+  (``invtemp_ = 1/T``); and the paper's recipe (Guo et al. 2017's
+  reference code: LBFGS, ``lr=0.01``, ``max_iter=50`` on a PyTorch
+  temperature parameter, CPU tensors, the same threads);
+- exactness, checked by an implementation independent of skts's evaluator:
+  scipy's float64 ``logsumexp`` at skts's choice and its two neighbours on
+  each side (convexity makes a local minimum over the sorted grid the global
+  one); "tie" where two losses agree to 1e-12 (skts then decided in 50-digit
+  arithmetic).
+
+Times are the median (and minimum) of ``--rounds`` rounds after a warm-up;
+within a round every method runs once, in the same order, so that a busy
+moment of the shared machine hits all of them. Peer times are taken in the
+first ``--peer-rounds`` rounds only (they are 10 to 1000 times slower).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
-import tracemalloc
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import scipy
 import sklearn
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.frozen import FrozenEstimator
 
 import skts
+from skts import TemperatureScaler, _kernel
 from skts._temperature import (
+    _kernel_threads,
     default_temperatures,
     grid_search,
-    nll_many,
     solve_continuous,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(
+    os.environ.get("SKTS_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 GRID = default_temperatures()
+BLOCK = 1 << 16
+SHAPES = [
+    (5_000, 10),
+    (10_000, 100),
+    (50_000, 1_000),
+    (5_000, 50_000),
+    (1_000_000, 10),
+    (1_000_000, 2),
+]
+QUICK = [(5_000, 10), (10_000, 100)]
+REAL = {"cifar10": "densenet40_cifar10.npz", "cifar100": "playground_cifar100.npz"}
+
+
+# --- data -------------------------------------------------------------------
+
+
+def synthetic(n: int, k: int, seed: int = 0):
+    """Overconfident float32 logits (the label is the argmax 70% of the
+    time), generated in chunks: no float64 array of the full size exists."""
+    rng = np.random.default_rng(seed)
+    logits = np.empty((n, k), dtype=np.float32)
+    step = max(1, (1 << 22) // k)
+    for s in range(0, n, step):
+        logits[s : s + step] = rng.normal(scale=3.0, size=(min(step, n - s), k))
+    top = np.empty(n, dtype=np.int64)
+    for s in range(0, n, step):
+        top[s : s + step] = logits[s : s + step].argmax(axis=1)
+    y = np.where(rng.random(n) < 0.7, top, rng.integers(0, k, n))
+    return logits, y
+
+
+def load(name: str):
+    if name in REAL:
+        data = np.load(DATA / REAL[name])
+        return np.ascontiguousarray(data["val_logits"], dtype=np.float32), data[
+            "val_labels"
+        ].astype(np.int64)
+    n, k = (int(v) for v in name.split("x"))
+    return synthetic(n, k)
+
+
+# --- floors and the hardware bound -------------------------------------------
+
+
+def _f32_block(z, y):
+    m = z.max(axis=1)
+    e = np.exp(z - m[:, None])
+    rows = m - z[np.arange(z.shape[0]), y] + np.log(e.sum(axis=1))
+    return float(rows.sum(dtype=np.float64))
+
+
+def _f64_block(z, y):
+    z = z.astype(np.float64)
+    m = z.max(axis=1)
+    e = np.exp(z - m[:, None])
+    return float((m - z[np.arange(z.shape[0]), y] + np.log(e.sum(axis=1))).sum())
+
+
+def floor_pass(logits, y, block_fn, threads=1):
+    """One chunked numpy pass computing the mean NLL at T = 1."""
+    n, k = logits.shape
+    step = max(1, BLOCK // k)
+    starts = range(0, n, step)
+    if threads == 1:
+        return sum(block_fn(logits[s : s + step], y[s : s + step]) for s in starts) / n
+    with ThreadPoolExecutor(threads) as pool:
+        parts = pool.map(
+            lambda s: block_fn(logits[s : s + step], y[s : s + step]), starts
+        )
+        return sum(parts) / n
+
+
+def read_bandwidth(threads: int) -> float:
+    """Bytes per second of a vectorised read (numpy's sum of float32), on
+    ``threads`` threads, each on its own 256 MiB."""
+    arrays = [np.ones(1 << 26, dtype=np.float32) for _ in range(threads)]
+    for a in arrays:
+        a.sum()
+
+    def one(a):
+        return a.sum()
+
+    best = np.inf
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(5):
+            t = time.perf_counter()
+            list(pool.map(one, arrays))
+            best = min(best, time.perf_counter() - t)
+    return threads * arrays[0].nbytes / best
+
+
+# --- the peers ------------------------------------------------------------------
 
 
 class Logits(ClassifierMixin, BaseEstimator):
-    """A fitted 'classifier' whose decision function is its input (the logits)."""
+    """A fitted 'classifier' whose decision function is its input."""
 
     def fit(self, X, y):
         self.classes_ = np.arange(X.shape[1])
@@ -52,175 +178,352 @@ class Logits(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         X = np.asarray(X)
-        # scikit-learn expects the 1-D score of the positive class for 2 classes.
         return X[:, 1] - X[:, 0] if X.shape[1] == 2 else X
 
     def predict(self, X):
         return np.argmax(X, axis=1)
 
 
-def floor_pass(logits, y, block=1 << 16):
-    """The floor: one chunked float64 numpy pass, mean NLL at T = 1."""
-    n, k = logits.shape
-    step = max(1, block // k)
-    total = 0.0
-    for s in range(0, n, step):
-        z = logits[s : s + step].astype(np.float64)
-        m = z.max(axis=1)
-        lse = np.log(np.exp(z - m[:, None]).sum(axis=1))
-        total += (m - z[np.arange(z.shape[0]), y[s : s + step]] + lse).sum()
-    return total / n
+def probabilities(logits, dtype):
+    z = logits.astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return z.astype(dtype, copy=False)
 
 
-def timed(fn, repeat):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
-
-
-def peak_mib(fn):
-    tracemalloc.start()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
-
-
-def synthetic(n, k, seed=0):
-    """Overconfident float32 logits: the label is the argmax 70% of the time."""
-    rng = np.random.RandomState(seed)
-    logits = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
-    y = np.where(rng.rand(n) < 0.7, logits.argmax(1), rng.randint(0, k, n))
-    return logits, y
-
-
-def sklearn_temperature(logits, y):
+def fit_sklearn(logits, y):
     est = FrozenEstimator(Logits().fit(logits, y))
-    cal = CalibratedClassifierCV(est, method="temperature").fit(logits, y)
-    return 1.0 / float(cal.calibrated_classifiers_[0].calibrators[0].beta_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = CalibratedClassifierCV(est, method="temperature").fit(logits, y)
+    t = 1.0 / float(cal.calibrated_classifiers_[0].calibrators[0].beta_)
+    # scikit-learn reads a binary decision function d as logits (-d, d): its T
+    # is twice ours (whose T = 1 reproduces sigmoid(d)).
+    return t / 2 if logits.shape[1] == 2 else t
 
 
-def netcal_temperature(logits, y):  # pragma: no cover - optional baseline
+def fit_netcal(logits, y):
     from netcal.scaling import TemperatureScaling
 
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     ts = TemperatureScaling()
-    ts.fit(p, y)
-    return float(np.ravel(ts.temperature)[0])
+    ts.fit(probabilities(logits, np.float64), y)
+    return 1.0 / float(np.ravel(ts.temperature)[0])
 
 
-def brute_force_choice(logits, y):
-    losses = nll_many(logits, y, GRID)
-    return float(GRID[losses == losses.min()].min())
+def fit_probmetrics(logits, y):
+    from probmetrics.calibrators import get_calibrator
+
+    cal = get_calibrator("temp-scaling")
+    cal.fit(probabilities(logits, np.float32), y)
+    return 1.0 / float(cal.invtemp_)
 
 
-def bench(name, logits, y, repeat, args):
-    n, k = logits.shape
-    row = {"shape": f"{name} {n}x{k} {logits.dtype}"}
-    floor, _ = timed(lambda: floor_pass(logits, y), repeat)
-    row["floor_s"] = floor
-    t_grid, res = timed(
-        lambda: grid_search(logits, y, GRID, n_jobs=args.n_jobs), repeat
-    )
-    row.update(grid_s=t_grid, grid_x=t_grid / floor, T=res.temperature, nll=res.loss)
-    t_cont, cres = timed(
-        lambda: solve_continuous(logits, y, 0.01, 100.0, n_jobs=args.n_jobs), repeat
-    )
-    row.update(cont_s=t_cont, cont_x=t_cont / floor, cont_passes=cres.n_passes)
-    row["T_cont"] = cres.temperature
-    # Brute force: all 1001 candidates on a subsample of rows, scaled to n.
-    m = min(n, max(200, (1 << 21) // k))
-    t_sub, _ = timed(lambda: nll_many(logits[:m], y[:m], GRID), 1)
-    row["brute_x"] = t_sub * n / m / floor
-    if n * k * GRID.size <= args.exact_limit:
-        row["exact"] = brute_force_choice(logits, y) == res.temperature
-    else:
-        row["exact"] = None
-    if not args.skip_sklearn:
-        reps = max(1, min(repeat, 3))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t_sk, t_sk_val = timed(lambda: sklearn_temperature(logits, y), reps)
-        row.update(sk_s=t_sk, sk_x=t_sk / floor, speedup=t_sk / t_grid, T_sk=t_sk_val)
-        row["sk_mib"] = peak_mib(lambda: sklearn_temperature(logits, y))
+def fit_paper(logits, y):
+    """Guo et al.'s recipe: NLL of logits / T, LBFGS(lr=0.01, max_iter=50)."""
+    import torch
+
+    z = torch.from_numpy(logits)
+    labels = torch.from_numpy(y)
+    temperature = torch.nn.Parameter(torch.ones(1) * 1.5)
+    criterion = torch.nn.CrossEntropyLoss()
+    optimizer = torch.optim.LBFGS([temperature], lr=0.01, max_iter=50)
+
+    def step():
+        optimizer.zero_grad()
+        loss = criterion(z / temperature, labels)
+        loss.backward()
+        return loss
+
+    optimizer.step(step)
+    return float(temperature.item())
+
+
+def available(name: str) -> bool:
+    module = {
+        "netcal": "netcal",
+        "probmetrics": "probmetrics.calibrators",
+        "paper": "torch",
+    }.get(name)
+    if module is None:
+        return True
     try:
-        import netcal  # noqa: F401
-
-        t_nc, _ = timed(lambda: netcal_temperature(logits, y), 1)
-        row["netcal_x"] = t_nc / floor
+        __import__(module)
     except ImportError:
-        row["netcal_x"] = None
-    row["grid_mib"] = peak_mib(lambda: grid_search(logits, y, GRID, n_jobs=args.n_jobs))
-    row["cont_mib"] = peak_mib(
-        lambda: solve_continuous(logits, y, 0.01, 100.0, n_jobs=args.n_jobs)
+        return False
+    return True
+
+
+def fit_skts(logits, y, solver):
+    if solver == "grid":
+        return grid_search(logits, y, GRID)
+    return solve_continuous(logits, y, 0.01, 100.0)
+
+
+METHODS = {
+    "grid": lambda z, y: fit_skts(z, y, "grid").temperature,
+    "continuous": lambda z, y: fit_skts(z, y, "continuous").temperature,
+    "sklearn": fit_sklearn,
+    "netcal": fit_netcal,
+    "probmetrics": fit_probmetrics,
+    "paper": fit_paper,
+}
+
+
+# --- exactness --------------------------------------------------------------
+
+
+def independent_losses(logits, y, temperatures):
+    """Mean NLL at each temperature with scipy's logsumexp, in float64."""
+    z = logits.astype(np.float64)
+    out = []
+    for t in temperatures:
+        total = 0.0
+        for s in range(0, z.shape[0], 1 << 14):
+            u = z[s : s + (1 << 14)] / t
+            rows = logsumexp(u, axis=1) - u[np.arange(u.shape[0]), y[s : s + (1 << 14)]]
+            total += float(rows.sum())
+        out.append(total / z.shape[0])
+    return np.array(out)
+
+
+def exactness(logits, y, chosen: float) -> str:
+    j = int(np.flatnonzero(GRID == chosen)[0])
+    idx = list(range(max(j - 2, 0), min(j + 3, GRID.size)))
+    losses = independent_losses(logits, y, GRID[idx])
+    best = losses[idx.index(j)]
+    others = np.delete(losses, idx.index(j))
+    if np.any(np.abs(others - best) <= 1e-12 * abs(best)):
+        return "tie"
+    return "yes" if np.all(others > best) else "NO"
+
+
+# --- timing -------------------------------------------------------------------
+
+
+def rounds(jobs: dict, n_rounds: int, peer_rounds: int):
+    """Median and minimum time of each job over interleaved rounds."""
+    times: dict[str, list[float]] = {name: [] for name in jobs}
+    for fn in jobs.values():
+        fn()  # warm-up (and imports)
+    for r in range(n_rounds):
+        for name, fn in jobs.items():
+            if name in PEERS and r >= peer_rounds:
+                continue
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: (statistics.median(v), min(v)) for name, v in times.items() if v}
+
+
+PEERS = ("sklearn", "netcal", "probmetrics", "paper")
+
+
+def numpy_softmax(logits, t):
+    u = logits.astype(np.float64) / t
+    u -= u.max(axis=1, keepdims=True)
+    np.exp(u, out=u)
+    u /= u.sum(axis=1, keepdims=True)
+    return u
+
+
+def bench(name, args, bandwidth, exp_rate):
+    logits, y = load(name)
+    n, k = logits.shape
+    threads = _kernel_threads(None, n * k)
+    scaler = TemperatureScaler().fit(logits, y)
+    t = scaler.temperature_
+    jobs = {
+        "f32 pass": lambda: floor_pass(logits, y, _f32_block),
+        "f64 pass": lambda: floor_pass(logits, y, _f64_block),
+        "f64 pass threads": lambda: floor_pass(logits, y, _f64_block, threads),
+        "grid": lambda: fit_skts(logits, y, "grid"),
+        "continuous": lambda: fit_skts(logits, y, "continuous"),
+        "predict_proba": lambda: scaler.predict_proba(logits),
+        "numpy softmax": lambda: numpy_softmax(logits, t),
+    }
+    peers = [p for p in PEERS if p in args.peers and available(p)]
+    for p in peers:
+        jobs[p] = lambda p=p: METHODS[p](logits, y)
+    res = rounds(jobs, args.rounds, args.peer_rounds)
+    temps = {p: METHODS[p](logits, y) for p in peers}
+    grid = fit_skts(logits, y, "grid")
+    cont = fit_skts(logits, y, "continuous")
+    bound = max(logits.nbytes / bandwidth, n * k / exp_rate)
+    return {
+        "name": name,
+        "shape": f"{n}x{k}",
+        "threads": threads,
+        "res": res,
+        "bound": bound,
+        "T": grid.temperature,
+        "T_cont": cont.temperature,
+        "reads": cont.n_passes,
+        "grid_reads": grid.n_passes,
+        "temps": temps,
+        "exact": exactness(logits, y, grid.temperature) if args.exact else "—",
+    }
+
+
+def ms(v):
+    return f"{1e3 * v:.1f}" if v >= 1e-3 else f"{1e3 * v:.2f}"
+
+
+def table(rows, peers):
+    x = "\u00d7"  # the multiplication sign
+    head = (
+        "| data | threads | f32 pass ms | f64 pass ms (1 thr / skts thr) | bound ms "
+        f"| grid ms med (min) | **grid {x} f32** | cont {x} f32 (reads) "
+        f"| grid {x} f64 1 thr / thr | predict_proba {x} numpy f64 softmax | "
+        + "".join(f"{p} {x} grid | " for p in peers)
+        + "T grid | grid exact |"
     )
-    return row
-
-
-def fmt(v, spec):
-    return "n/a" if v is None else format(v, spec)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes only")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--n-jobs", type=int, default=None)
-    parser.add_argument("--skip-sklearn", action="store_true")
-    parser.add_argument("--exact-limit", type=float, default=3e9)
-    args = parser.parse_args()
-
-    def real(fname):
-        data = np.load(DATA / fname)
-        return data["val_logits"], data["val_labels"]
-
-    # Each case is built right before it runs, and freed after.
-    cases = [
-        (label, lambda fname=fname: real(fname))
-        for fname, label in [
-            ("densenet40_cifar10.npz", "CIFAR-10 val"),
-            ("playground_cifar100.npz", "CIFAR-100 val"),
-        ]
-        if (DATA / fname).exists()
-    ]
-    shapes = [(10_000, 100)]
-    if not args.quick:
-        shapes += [(50_000, 1_000), (1_000_000, 10), (1_000_000, 2)]
-    for n, k in shapes:
-        cases.append(("synthetic", lambda n=n, k=k: synthetic(n, k)))
-
-    print(
-        f"skts {skts.__version__}, scikit-learn {sklearn.__version__}, numpy "
-        f"{np.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, n_jobs={args.n_jobs}"
-    )
-    header = (
-        "| data | floor (s) | skts grid (s) | x floor | skts continuous x floor "
-        "(passes) | brute force x floor | sklearn x floor | skts speed-up vs sklearn "
-        "| netcal x floor | peak MiB skts grid / cont / sklearn | T grid | T sklearn "
-        "| grid = brute force |"
-    )
-    print(header)
-    print("|" + "---|" * (header.count("|") - 1))
-    for label, make in cases:
-        logits, y = make()
-        r = bench(label, logits, y, args.repeat, args)
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for r in rows:
+        res = r["res"]
+        f32, f64, f64t = (
+            res["f32 pass"][0],
+            res["f64 pass"][0],
+            res["f64 pass threads"][0],
+        )
+        g = res["grid"][0]
+        peer_cells = "".join(
+            f"{res[p][0] / g:.0f} | " if p in res else "n/a | " for p in peers
+        )
+        label = "synthetic" if r["name"][0].isdigit() else r["name"]
         print(
-            f"| {r['shape']} | {r['floor_s']:.3f} | {r['grid_s']:.3f} | "
-            f"{r['grid_x']:.2f} | {r['cont_x']:.2f} ({r['cont_passes']}) | "
-            f"{r['brute_x']:.0f} | {fmt(r.get('sk_x'), '.1f')} | "
-            f"{fmt(r.get('speedup'), '.1f')} | {fmt(r['netcal_x'], '.1f')} | "
-            f"{r['grid_mib']:.1f} / {r['cont_mib']:.1f} / "
-            f"{fmt(r.get('sk_mib'), '.0f')} | "
-            f"{r['T']:.4f} | {fmt(r.get('T_sk'), '.4f')} | "
-            f"{'n/a' if r['exact'] is None else ('yes' if r['exact'] else 'NO')} |",
+            f"| {r['shape']} ({label}) "
+            f"| {r['threads']} | {ms(f32)} | {ms(f64)} / {ms(f64t)} | {ms(r['bound'])} "
+            f"| {ms(g)} ({ms(res['grid'][1])}) | **{g / f32:.2f}** "
+            f"| {res['continuous'][0] / f32:.2f} ({r['reads']}) "
+            f"| {g / f64:.2f} / {g / f64t:.2f} "
+            f"| {res['predict_proba'][0] / res['numpy softmax'][0]:.2f} | "
+            f"{peer_cells}{r['T']:.4f} | {r['exact']} |",
             flush=True,
         )
+    print()
+    print("Temperatures (grid / continuous / peers):")
+    for r in rows:
+        peers_t = ", ".join(f"{p} {v:.4f}" for p, v in r["temps"].items())
+        print(f"  {r['shape']}: {r['T']:.4f} / {r['T_cont']:.4f}; {peers_t}")
+
+
+# --- memory, each measurement in a fresh process ------------------------------
+
+
+def child(name: str, method: str) -> None:
+    """Peak memory of one fit above the data, in this (fresh) process."""
+    logits, y = load(name)
+    if method in METHODS and method not in ("grid", "continuous"):
+        if not available(method):
+            print("n/a")
+            return
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if method == "predict_proba":
+        TemperatureScaler(temperatures=[1.5]).fit(logits[:10], y[:10]).predict_proba(
+            logits
+        )
+    else:
+        METHODS[method](logits, y)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{(after - before) / 1024:.1f}")  # ru_maxrss is in KiB on Linux
+
+
+def memory(names, peers):
+    methods = ["grid", "continuous", *peers]
+    head = "| data | logits MiB | " + "".join(f"{m} MiB | " for m in methods)
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for name in names:
+        cells = []
+        for m in methods:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", name, m],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            cells.append(
+                out.stdout.strip().splitlines()[-1]
+                if out.returncode == 0 and out.stdout.strip()
+                else "error"
+            )
+        logits, _ = load(name)
+        print(
+            f"| {name} | {logits.nbytes / 2**20:.0f} | " + " | ".join(cells) + " |",
+            flush=True,
+        )
+        del logits
+
+
+# --- main -------------------------------------------------------------------------
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes only")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--peer-rounds", type=int, default=3)
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="comma-separated peers to time (default: all installed)",
+    )
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        help="run N CPU-bound background processes meanwhile",
+    )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="peak memory of each fit, in fresh processes",
+    )
+    parser.add_argument("--no-exact", dest="exact", action="store_false")
+    parser.add_argument("--shapes", default=None, help="e.g. 10000x100,cifar10")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(*args.child)
+    args.peers = [p for p in args.peers.split(",") if p]
+    if args.shapes:
+        names = args.shapes.split(",")
+    else:
+        names = [n for n in REAL if (DATA / REAL[n]).exists()]
+        names += [f"{n}x{k}" for n, k in (QUICK if args.quick else SHAPES)]
+    cores = os.cpu_count()
+    print(
+        f"skts {skts.__version__}, numpy {np.__version__}, scipy {scipy.__version__}, "
+        f"scikit-learn {sklearn.__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()}, {cores} cores; command: "
+        f"python benchmarks/bench_fit.py {' '.join(argv or sys.argv[1:])}"
+    )
+    peers = [p for p in args.peers if available(p)]
+    if args.memory:
+        memory(names, peers)
+        return None
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(args.load)
+    ]
+    try:
+        bandwidth = read_bandwidth(cores)
+        exp_rate = _kernel.exp32_rate(cores)
+        print(
+            f"hardware bound of one pass on {cores} cores: read "
+            f"{bandwidth / 1e9:.1f} GB/s, "
+            f"{exp_rate / 1e9:.1f} G float32 exp/s (the kernel's polynomial, "
+            f"{_kernel.exp32_rate(1) / 1e9:.1f} G/s on one core); background load: "
+            f"{args.load} processes"
+        )
+        rows = [bench(name, args, bandwidth, exp_rate) for name in names]
+        table(rows, peers)
+    finally:
+        for h in hogs:
+            h.kill()
+    return None
 
 
 if __name__ == "__main__":

@@ -533,54 +533,97 @@ void skts_block(const skts_args *a, void *scratch) {
     free(acc);
 }
 
-/* softmax (or log-softmax) of rows at beta, written as float64 or float32:
-   exponents below -708 give 0 (a probability below 3e-308). */
+/* softmax (or log-softmax) of a chunk of rows at beta, with the number of
+   classes a compile-time constant where it is small (then every loop over a
+   row is unrolled and vectorised). Exponents below -708 give 0 (a
+   probability below 3e-308). */
+INLINE void softmax_chunk(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
+                          double beta, int log_out, void *out, int out_f32,
+                          double *u, double *e, double *mx, double *s) {
+    row_extremes(z, z_f32, r, k, k, mx, NULL);
+    for (ptrdiff_t i = 0; i < r; i++)
+        for (ptrdiff_t j = 0; j < k; j++) {
+            const double zv = z_f32 ? (double)((const float *)z)[i * k + j]
+                                    : ((const double *)z)[i * k + j];
+            double x = zv - mx[i];
+            x = x < -SKTS_BIG ? -SKTS_BIG : x;
+            u[i * k + j] = x * beta;
+        }
+    const ptrdiff_t n = r * k;
+    for (ptrdiff_t q = 0; q < n; q++) {
+        const double x = u[q];
+        e[q] = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
+    }
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double *row = e + i * k;
+        if (k >= L) {
+            double acc[L] = {0};
+            ptrdiff_t j = 0;
+            for (; j + L <= k; j += L)
+                for (int q = 0; q < L; q++) acc[q] += row[j + q];
+            for (int q = 0; j < k; j++, q++) acc[q] += row[j];
+            s[i] = lanes(acc);
+        } else {
+            double t = row[0];
+            for (ptrdiff_t j = 1; j < k; j++) t += row[j];
+            s[i] = t;
+        }
+    }
+    if (log_out) {
+        for (ptrdiff_t i = 0; i < r; i++) s[i] = skts_log64(s[i]);
+        for (ptrdiff_t i = 0; i < r; i++)
+            for (ptrdiff_t j = 0; j < k; j++) {
+                const double v = u[i * k + j] - s[i];
+                if (out_f32) ((float *)out)[i * k + j] = (float)v;
+                else ((double *)out)[i * k + j] = v;
+            }
+    } else {
+        for (ptrdiff_t i = 0; i < r; i++) s[i] = 1.0 / s[i];
+        for (ptrdiff_t i = 0; i < r; i++)
+            for (ptrdiff_t j = 0; j < k; j++) {
+                const double v = e[i * k + j] * s[i];
+                if (out_f32) ((float *)out)[i * k + j] = (float)v;
+                else ((double *)out)[i * k + j] = v;
+            }
+    }
+}
+
+#define SOFTMAX_CASE(K)                                                       \
+    case K:                                                                   \
+        softmax_chunk(zc, z_f32, r, K, beta, log_out, oc, out_f32, u, e, mx, s); \
+        break;
+
 SKTS_CLONES
 void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k,
                        double beta, int log_out, void *out, int out_f32,
                        void *scratch) {
-    double *u = (double *)scratch; /* one row */
-    for (ptrdiff_t i = 0; i < n; i++) {
-        double m;
-        row_extremes(z_f32 ? (const void *)((const float *)z + i * k)
-                           : (const void *)((const double *)z + i * k),
-                     z_f32, 1, k, k, &m, NULL);
-        double acc[L] = {0};
-        ptrdiff_t j = 0;
-        for (; j < k; j++) {
-            const double zv = z_f32 ? (double)((const float *)z)[i * k + j]
-                                    : ((const double *)z)[i * k + j];
-            double x = zv - m;
-            x = x < -SKTS_BIG ? -SKTS_BIG : x;
-            x = x * beta;
-            u[j] = x;
-        }
-        for (j = 0; j + L <= k; j += L)
-            for (int q = 0; q < L; q++) {
-                const double x = u[j + q];
-                const double e = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
-                acc[q] += e;
-                if (!log_out) u[j + q] = e;
-            }
-        for (int q = 0; j < k; j++, q++) {
-            const double x = u[j];
-            const double e = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
-            acc[q] += e;
-            if (!log_out) u[j] = e;
-        }
-        const double s = lanes(acc);
-        if (log_out) {
-            const double ls = skts_log64(s);
-            if (out_f32)
-                for (j = 0; j < k; j++) ((float *)out)[i * k + j] = (float)(u[j] - ls);
-            else
-                for (j = 0; j < k; j++) ((double *)out)[i * k + j] = u[j] - ls;
-        } else {
-            const double inv = 1.0 / s;
-            if (out_f32)
-                for (j = 0; j < k; j++) ((float *)out)[i * k + j] = (float)(u[j] * inv);
-            else
-                for (j = 0; j < k; j++) ((double *)out)[i * k + j] = u[j] * inv;
+    const ptrdiff_t rc = chunk_rows(k);
+    double *u = (double *)scratch, *e = u + rc * k;
+    double *mx = e + rc * k, *s = mx + rc;
+    const size_t isz = z_f32 ? 4 : 8, osz = out_f32 ? 4 : 8;
+    for (ptrdiff_t row0 = 0; row0 < n; row0 += rc) {
+        const ptrdiff_t r = n - row0 < rc ? n - row0 : rc;
+        const void *zc = (const char *)z + (size_t)(row0 * k) * isz;
+        void *oc = (char *)out + (size_t)(row0 * k) * osz;
+        switch (k) {
+            SOFTMAX_CASE(2) SOFTMAX_CASE(3) SOFTMAX_CASE(4) SOFTMAX_CASE(5)
+            SOFTMAX_CASE(6) SOFTMAX_CASE(8) SOFTMAX_CASE(10) SOFTMAX_CASE(16)
+        default:
+            softmax_chunk(zc, z_f32, r, k, beta, log_out, oc, out_f32, u, e, mx, s);
         }
     }
+}
+
+/* Sum of exp(x) over n float32 values, in 16 lanes (the hardware bound of
+   benchmarks/bench_fit.py: exponentials per second). */
+SKTS_CLONES
+double skts_exp32_sum(const float *x, ptrdiff_t n) {
+    float acc[L] = {0};
+    ptrdiff_t i = 0;
+    for (; i + L <= n; i += L)
+        for (int q = 0; q < L; q++) acc[q] += skts_exp32(x[i + q]);
+    double t = 0.0;
+    for (int q = 0; q < L; q++) t += acc[q];
+    for (; i < n; i++) t += skts_exp32(x[i]);
+    return t;
 }

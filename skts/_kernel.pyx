@@ -39,6 +39,7 @@ cdef extern from "_kernel.h" nogil:
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
     void skts_block(const skts_args *a, void *scratch)
+    double skts_exp32_sum(const float *x, Py_ssize_t n)
     void skts_softmax_rows(const void *z, int z_f32, Py_ssize_t n_rows,
                            Py_ssize_t n_classes, double beta, int log_out,
                            void *out, int out_f32, void *scratch)
@@ -199,7 +200,7 @@ def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
     cdef size_t isz = 4 if z_f32 else 8
     cdef size_t osz = 4 if out_f32 else 8
     cdef int threads = max(1, min(n_threads, n_blocks))
-    cdef size_t scratch_bytes = <size_t>(k + 16) * 8
+    cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef char *pool = <char *>malloc(threads * scratch_bytes)
     if pool == NULL:
         raise MemoryError("skts: no memory for the kernel's scratch buffers.")
@@ -264,3 +265,29 @@ def _log1p64(x):
     for i in range(xv.shape[0]):
         ov[i] = skts_log1p64(xv[i])
     return out
+
+
+def exp32_rate(int n_threads=1, double seconds=0.2):
+    """Float32 exponentials per second of the kernel's vectorised polynomial
+    on ``n_threads`` threads (data in the L1 cache): the compute side of the
+    hardware bound that ``benchmarks/bench_fit.py`` prints."""
+    import time
+
+    x = -np.linspace(0.0, 80.0, 4096, dtype=np.float32)
+    cdef const float[::1] xv = x
+    cdef Py_ssize_t reps = 1000, r
+    cdef int t
+    cdef double sink = 0.0
+    while True:
+        start = time.perf_counter()
+        with nogil:
+            for t in prange(n_threads, num_threads=n_threads, schedule="static"):
+                for r in range(reps):
+                    sink += skts_exp32_sum(&xv[0], 4096)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds or reps > 10**7:
+            break
+        reps *= 4
+    if not sink > 0:
+        raise RuntimeError("exp32_rate: no work was done.")
+    return n_threads * reps * 4096 / elapsed

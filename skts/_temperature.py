@@ -174,7 +174,9 @@ def _map_blocks(
 
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass: ``None`` uses every core from 2**18 logits
-    on (below, one block or two: threads cost more than they save)."""
+    on. Below, a pass takes about a millisecond: starting threads, and on a
+    busy machine waiting for one the scheduler has set aside, costs more
+    than they save."""
     cores = os.cpu_count() or 1
     if n_jobs is None:
         return cores if n_elements >= 1 << 18 else 1
