@@ -1058,8 +1058,16 @@ def _warm_start(
             if b in seen:
                 return tuple(seen[b][:3])
             sums, facts = _kernel_pass(
-                rows.logits, rows.y, rows.sample_weight, rows.total, [b], [1.0 / b],
-                _kernel.DERIV, None, single=True, facts=not found,
+                rows.logits,
+                rows.y,
+                rows.sample_weight,
+                rows.total,
+                [b],
+                [1.0 / b],
+                _kernel.DERIV,
+                None,
+                single=True,
+                facts=not found,
             )
             if facts is not None:
                 top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
