@@ -30,7 +30,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from skts import _kernel
+try:
+    from skts import _kernel
+except ImportError as exc:  # pragma: no cover - a source tree without a build
+    raise ImportError(
+        "skts's compiled kernel (skts._kernel) is not built here. Install skts "
+        "with a C compiler present: `pip install .` (from outside the source "
+        "folder), or, to work in it, `pip install meson-python meson ninja "
+        "cython` then `pip install --no-build-isolation -e .`."
+    ) from exc
 
 __all__ = [
     "BoundaryTemperatureWarning",
