@@ -343,7 +343,14 @@ def bench(name, args, bandwidth, exp_rate):
         "numpy softmax": lambda: numpy_softmax(logits, t),
     }
     peers = [p for p in PEERS if p in args.peers and available(p)]
-    for p in peers:
+    failed = {}
+    for p in list(peers):
+        try:
+            METHODS[p](logits, y)
+        except Exception as exc:  # a peer that cannot fit this shape
+            failed[p] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}"
+            peers.remove(p)
+            continue
         jobs[p] = lambda p=p: METHODS[p](logits, y)
     # (The peers take seconds to minutes on the largest shapes: one round.)
     res = rounds(jobs, args.rounds, args.peer_rounds if n * k < 5e7 else 1)
@@ -363,6 +370,7 @@ def bench(name, args, bandwidth, exp_rate):
         "grid_reads": grid.n_passes,
         "temps": temps,
         "exact": exactness(logits, y, grid.temperature) if args.exact else "—",
+        "failed": failed,
     }
 
 
@@ -370,7 +378,7 @@ def ms(v):
     return f"{1e3 * v:.1f}" if v >= 1e-3 else f"{1e3 * v:.2f}"
 
 
-def table(rows, peers):
+def header(peers):
     x = "\u00d7"  # the multiplication sign
     head = (
         "| data | threads | f32 pass ms | f64 pass ms (1 thr / skts thr) | bound ms "
@@ -380,34 +388,40 @@ def table(rows, peers):
         + "T grid | grid exact |"
     )
     print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for r in rows:
-        res = r["res"]
-        f32, f64, f64t = (
-            res["f32 pass"][0],
-            res["f64 pass"][0],
-            res["f64 pass threads"][0],
-        )
-        g = res["grid"][0]
-        peer_cells = "".join(
-            f"{res[p][0] / g:.0f} | " if p in res else "n/a | " for p in peers
-        )
-        label = "synthetic" if r["name"][0].isdigit() else r["name"]
-        print(
-            f"| {r['shape']} ({label}) "
-            f"| {r['threads']} | {ms(f32)} | {ms(f64)} / {ms(f64t)} | {ms(r['bound'])} "
-            f"| {ms(g)} ({ms(res['grid'][1])}) | **{g / f32:.2f}** "
-            f"| {res['continuous'][0] / f32:.2f} ({r['reads']}) "
-            f"| {g / f64:.2f} / {g / f64t:.2f} "
-            f"| {res['predict_proba'][0] / res['numpy softmax'][0]:.2f} | "
-            f"{peer_cells}{r['T']:.4f} | {r['exact']} |",
-            flush=True,
-        )
+    print("|" + "---|" * (head.count("|") - 1), flush=True)
+
+
+def row(r, peers):
+    res = r["res"]
+    f32, f64 = res["f32 pass"][0], res["f64 pass"][0]
+    f64t = res["f64 pass threads"][0]
+    g = res["grid"][0]
+    peer_cells = "".join(
+        f"{res[p][0] / g:.0f} | " if p in res else "fails | " for p in peers
+    )
+    label = "synthetic" if r["name"][0].isdigit() else r["name"]
+    print(
+        f"| {r['shape']} ({label}) "
+        f"| {r['threads']} | {ms(f32)} | {ms(f64)} / {ms(f64t)} | {ms(r['bound'])} "
+        f"| {ms(g)} ({ms(res['grid'][1])}) | **{g / f32:.2f}** "
+        f"| {res['continuous'][0] / f32:.2f} ({r['reads']}) "
+        f"| {g / f64:.2f} / {g / f64t:.2f} "
+        f"| {res['predict_proba'][0] / res['numpy softmax'][0]:.2f} | "
+        f"{peer_cells}{r['T']:.4f} | {r['exact']} |",
+        flush=True,
+    )
+
+
+def temperatures(rows):
     print()
-    print("Temperatures (grid / continuous / peers):")
+    print("Temperatures (grid / continuous / peers), and peers that failed:")
     for r in rows:
         peers_t = ", ".join(f"{p} {v:.4f}" for p, v in r["temps"].items())
-        print(f"  {r['shape']}: {r['T']:.4f} / {r['T_cont']:.4f}; {peers_t}")
+        fails = "; ".join(f"{p}: {m}" for p, m in r["failed"].items())
+        print(
+            f"  {r['shape']}: {r['T']:.4f} / {r['T_cont']:.4f}; {peers_t}"
+            + (f"; failed: {fails}" if fails else "")
+        )
 
 
 # --- memory, each measurement in a fresh process ------------------------------
@@ -519,8 +533,12 @@ def main(argv=None):
             f"{_kernel.exp32_rate(1) / 1e9:.1f} G/s on one core); background load: "
             f"{args.load} processes"
         )
-        rows = [bench(name, args, bandwidth, exp_rate) for name in names]
-        table(rows, peers)
+        header(peers)
+        rows = []
+        for name in names:
+            rows.append(bench(name, args, bandwidth, exp_rate))
+            row(rows[-1], peers)
+        temperatures(rows)
     finally:
         for h in hogs:
             h.kill()

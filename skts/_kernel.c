@@ -627,3 +627,19 @@ double skts_exp32_sum(const float *x, ptrdiff_t n) {
     for (; i < n; i++) t += skts_exp32(x[i]);
     return t;
 }
+
+/* Whether some row of positive weight (w NULL: every row) has two different
+   logits; stops at the first such row (on real data, the first row). */
+SKTS_CLONES
+int skts_varies(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k, ptrdiff_t ld,
+                const double *w) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        if (w && !(w[i] > 0.0)) continue;
+        double mx, mn;
+        const void *row = z_f32 ? (const void *)((const float *)z + i * ld)
+                                : (const void *)((const double *)z + i * ld);
+        row_extremes(row, z_f32, 1, k, k, &mx, &mn);
+        if (mx > mn) return 1;
+    }
+    return 0;
+}

@@ -212,6 +212,8 @@ typedef struct {
 size_t skts_scratch_bytes(ptrdiff_t n_classes);
 void skts_block(const skts_args *a, void *scratch);
 double skts_exp32_sum(const float *x, ptrdiff_t n);
+int skts_varies(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k, ptrdiff_t ld,
+                const double *w);
 void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n_rows,
                        ptrdiff_t n_classes, double beta, int log_out,
                        void *out, int out_f32, void *scratch);

@@ -40,6 +40,8 @@ cdef extern from "_kernel.h" nogil:
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
     void skts_block(const skts_args *a, void *scratch)
     double skts_exp32_sum(const float *x, Py_ssize_t n)
+    int skts_varies(const void *z, int z_f32, Py_ssize_t n, Py_ssize_t k,
+                    Py_ssize_t ld, const double *w)
     void skts_softmax_rows(const void *z, int z_f32, Py_ssize_t n_rows,
                            Py_ssize_t n_classes, double beta, int log_out,
                            void *out, int out_f32, void *scratch)
@@ -291,3 +293,31 @@ def exp32_rate(int n_threads=1, double seconds=0.2):
     if not sink > 0:
         raise RuntimeError("exp32_rate: no work was done.")
     return n_threads * reps * 4096 / elapsed
+
+
+def varies(logits, sample_weight):
+    """Whether some row of positive weight has two different logits (stops
+    at the first one)."""
+    cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
+    if n == 0:
+        return False
+    cdef const float[:, :] zf
+    cdef const double[:, :] zd
+    cdef const void *z_p
+    cdef int z_f32 = logits.dtype == np.float32
+    cdef Py_ssize_t ld = logits.strides[0] // logits.itemsize
+    if z_f32:
+        zf = logits
+        z_p = &zf[0, 0]
+    else:
+        zd = logits
+        z_p = &zd[0, 0]
+    cdef const double[::1] w_v
+    cdef const double *w_p = NULL
+    if sample_weight is not None:
+        w_v = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        w_p = &w_v[0]
+    cdef int out
+    with nogil:
+        out = skts_varies(z_p, z_f32, n, k, ld, w_p)
+    return bool(out)

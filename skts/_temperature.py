@@ -180,12 +180,15 @@ def _map_blocks(
     return out
 
 
+_CORES = os.cpu_count() or 1
+
+
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass: ``None`` uses every core from 2**18 logits
     on. Below, a pass takes about a millisecond: starting threads, and on a
     busy machine waiting for one the scheduler has set aside, costs more
     than they save."""
-    cores = os.cpu_count() or 1
+    cores = _CORES
     if n_jobs is None:
         return cores if n_elements >= 1 << 18 else 1
     if n_jobs < 0:
@@ -488,6 +491,8 @@ def _flat(logits: NDArray, sample_weight: NDArray | None) -> bool:
     Stops at the first block with a non-constant row (almost free on real data).
     """
     n_samples, n_classes = logits.shape
+    if _compiled(logits):
+        return not _kernel.varies(logits, sample_weight)
     for rows in _blocks(n_samples, n_classes):
         block = logits[rows]
         varies = block.max(axis=1) != block.min(axis=1)
