@@ -36,8 +36,9 @@ Per shape (float32 logits, the default 1001-candidate grid, ``n_jobs=None``):
 
 Times are the median (and minimum) of ``--rounds`` rounds after a warm-up;
 within a round every method runs once, in the same order, so that a busy
-moment of the shared machine hits all of them. Peer times are taken in the
-first ``--peer-rounds`` rounds only (they are 10 to 1000 times slower).
+moment of the shared machine hits all of them. The peers run afterwards, in
+``--peer-rounds`` rounds of their own (they are 10 to 1000 times slower, and
+PyTorch's threads keep spinning after a call).
 """
 
 from __future__ import annotations
@@ -301,19 +302,17 @@ def exactness(logits, y, chosen: float) -> str:
 # --- timing -------------------------------------------------------------------
 
 
-def rounds(jobs: dict, n_rounds: int, peer_rounds: int):
+def rounds(jobs: dict, n_rounds: int, warm_up: bool = True):
     """Median and minimum time of each job over interleaved rounds."""
     times: dict[str, list[float]] = {name: [] for name in jobs}
-    for fn in jobs.values():
+    for fn in jobs.values() if warm_up else ():
         fn()  # warm-up (and imports)
-    for r in range(n_rounds):
+    for _ in range(n_rounds):
         for name, fn in jobs.items():
-            if name in PEERS and r >= peer_rounds:
-                continue
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
-    return {name: (statistics.median(v), min(v)) for name, v in times.items() if v}
+    return {name: (statistics.median(v), min(v)) for name, v in times.items()}
 
 
 PEERS = ("sklearn", "netcal", "probmetrics", "paper")
@@ -344,17 +343,22 @@ def bench(name, args, bandwidth, exp_rate):
     }
     peers = [p for p in PEERS if p in args.peers and available(p)]
     failed = {}
+    temps = {}
     for p in list(peers):
         try:
-            METHODS[p](logits, y)
+            temps[p] = METHODS[p](logits, y)
         except Exception as exc:  # a peer that cannot fit this shape
             failed[p] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}"
             peers.remove(p)
             continue
-        jobs[p] = lambda p=p: METHODS[p](logits, y)
-    # (The peers take seconds to minutes on the largest shapes: one round.)
-    res = rounds(jobs, args.rounds, args.peer_rounds if n * k < 5e7 else 1)
-    temps = {p: METHODS[p](logits, y) for p in peers}
+    res = rounds(jobs, args.rounds)
+    # The peers after skts's rounds, not between them: PyTorch's threads keep
+    # spinning for a while after a call, which would slow whatever runs next.
+    # (They take seconds to minutes on the largest shapes: one round there.)
+    peer_jobs = {p: (lambda p=p: METHODS[p](logits, y)) for p in peers}
+    # (The check above that each peer can fit the shape was its warm-up.)
+    res.update(rounds(peer_jobs, args.peer_rounds if n * k < 5e7 else 1, False))
+
     grid = fit_skts(logits, y, "grid")
     cont = fit_skts(logits, y, "continuous")
     bound = max(logits.nbytes / bandwidth, n * k / exp_rate)

@@ -1257,7 +1257,8 @@ def _grid_search(
     # Small inputs report the float64 loss at the answer (fused into the window
     # pass); large ones the float32 estimate, within its proven bound.
     want_exact = n_samples * rows.n_classes <= _EXACT_LOSS_ELEMENTS
-    for _ in range(8):
+    grow = 1
+    for _ in range(10):
         todo = [i for i in range(lo, hi + 1) if i not in est]
         if todo:
             extra = [guess] if want_exact and guess not in exact else []
@@ -1302,11 +1303,13 @@ def _grid_search(
                 float(cand[chosen]), top, chosen in (0, n_cand - 1), passes + hp
             )
         guess = best
-        width = hi - lo + 1
+        # Grow by one candidate first (the usual miss: the best is at an
+        # edge), then by doubling steps (plateaus).
         if not left_ok:
-            lo = max(lo - width, 0)
+            lo = max(lo - grow, 0)
         if not right_ok:
-            hi = min(hi + width, n_cand - 1)
+            hi = min(hi + grow, n_cand - 1)
+        grow *= 2
     # Degenerate data (plateaus, non-finite losses): decide everything in float64.
     result = _grid_search_float64(rows, cand, start=beta)
     return SearchResult(
