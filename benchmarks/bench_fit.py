@@ -544,6 +544,8 @@ def main(argv=None):
         for _ in range(args.load)
     ]
     try:
+        if hogs:
+            time.sleep(60)  # until the 1-minute load average shows them
         bandwidth = read_bandwidth(cores)
         exp_rate = _kernel.exp32_rate(cores)
         print(

@@ -184,13 +184,20 @@ _CORES = os.cpu_count() or 1
 
 
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
-    """Threads of a compiled pass: ``None`` uses every core from 2**18 logits
-    on. Below, a pass takes about a millisecond: starting threads, and on a
-    busy machine waiting for one the scheduler has set aside, costs more
-    than they save."""
+    """Threads of a compiled pass.
+
+    ``None`` uses, from 2**18 logits on, every core that the machine's load
+    leaves idle (the 1-minute load average, less this process's own thread).
+    Below 2**18 logits a pass takes about a millisecond, and threads cost more
+    than they save. On a busy machine a thread the scheduler sets aside stalls
+    the whole pass for a time slice, so there fewer threads finish sooner.
+    """
     cores = _CORES
     if n_jobs is None:
-        return cores if n_elements >= 1 << 18 else 1
+        if n_elements < 1 << 18 or cores == 1:
+            return 1
+        busy = os.getloadavg()[0] - 1.0
+        return max(1, min(cores, int(cores - busy + 0.5)))
     if n_jobs < 0:
         return max(1, cores + 1 + n_jobs)
     return max(1, int(n_jobs))

@@ -307,3 +307,23 @@ def test_every_kth_row_is_read_in_place_with_the_same_bits():
         )
         assert np.array_equal(a[0], b[0], equal_nan=True)
         assert np.array_equal(a[1], b[1])
+
+
+def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
+    # 5,000 x 10: the subsample would be the whole data set, so none is made
+    # (no copy); and the compiled passes keep no scratch memory after a fit.
+    import skts._temperature as numerics
+
+    rng = np.random.default_rng(7)
+    z = rng.normal(scale=3.0, size=(5000, 10)).astype(np.float32)
+    y = rng.integers(0, 10, z.shape[0])
+
+    def no_copy(self, rows):
+        raise AssertionError("a subsample was copied")
+
+    monkeypatch.setattr(numerics._Rows, "subsample", no_copy)
+    monkeypatch.setattr(numerics, "_LOCAL", numerics.threading.local())
+    res = grid_search(z, y, numerics.default_temperatures())
+    exact, _ = _exact_losses(_Rows(z, y), [res.temperature])
+    assert abs(res.loss - float(exact[0])) < 1e-12
+    assert not getattr(numerics._LOCAL, "buffers", {})  # no cached scratch

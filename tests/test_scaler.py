@@ -346,3 +346,24 @@ def test_a_flat_loss_goes_to_the_smallest_and_says_so(solver):
             logits, [0, 1, 2, 0, 1, 2]
         )
     assert scaler.temperature_ == 0.2 and scaler.at_boundary_
+
+
+def test_output_dtype_is_what_the_user_asks_for(data):
+    z, y = data
+    z32 = z.astype(np.float32)
+    default = TemperatureScaler().fit(z32, y)
+    keep = TemperatureScaler(dtype=None).fit(z32, y)
+    single = TemperatureScaler(dtype=np.float32).fit(z, y)
+    for method in ("predict_proba", "predict_log_proba", "transform"):
+        wide = getattr(default, method)(z32)
+        assert wide.dtype == np.float64
+        assert getattr(keep, method)(z32).dtype == np.float32
+        assert getattr(keep, method)(z).dtype == np.float64  # float64 stays
+        got = getattr(single, method)(z)
+        assert got.dtype == np.float32
+        # The same numbers, rounded once to float32 (float64 arithmetic).
+        np.testing.assert_array_equal(
+            getattr(keep, method)(z32), wide.astype(np.float32)
+        )
+    with pytest.raises(ValueError, match="dtype"):
+        TemperatureScaler(dtype=np.int64).fit(z, y)
