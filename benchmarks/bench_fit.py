@@ -9,6 +9,9 @@ minutes on 2 cores with every peer installed)::
     python benchmarks/bench_fit.py --load 2        # with 2 CPU-bound processes running
     python benchmarks/bench_fit.py --memory        # peak memory, fresh processes
 
+Run it on a machine idle for a minute: ``n_jobs=None`` uses the cores that
+the 1-minute load average leaves idle (the "threads" column says how many).
+
 Per shape (float32 logits, the default 1001-candidate grid, ``n_jobs=None``):
 
 - floors, timed in the same rounds: one numpy **float32** pass (the NLL at
