@@ -327,3 +327,17 @@ def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
     exact, _ = _exact_losses(_Rows(z, y), [res.temperature])
     assert abs(res.loss - float(exact[0])) < 1e-12
     assert not getattr(numerics._LOCAL, "buffers", {})  # no cached scratch
+
+
+def test_threads_follow_the_machines_load(monkeypatch):
+    # n_jobs=None: the cores that the 1-minute load average leaves idle (this
+    # process's own thread not counted); none below 2**18 logits.
+    import skts._temperature as numerics
+
+    monkeypatch.setattr(numerics, "_CORES", 4)
+    for load, threads in ((0.2, 4), (1.0, 4), (2.0, 3), (3.4, 2), (9.0, 1)):
+        monkeypatch.setattr(numerics.os, "getloadavg", lambda v=load: (v, v, v))
+        assert numerics._kernel_threads(None, 1 << 20) == threads
+    assert numerics._kernel_threads(None, 1000) == 1
+    assert numerics._kernel_threads(-1, 1000) == 4
+    assert numerics._kernel_threads(3, 1 << 20) == 3
