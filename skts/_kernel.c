@@ -96,6 +96,24 @@ TRANSPOSE(transpose_f32_f32, float, float)
 TRANSPOSE(transpose_f32_f64, float, double)
 TRANSPOSE(transpose_f64_f64, double, double)
 
+/* Row maxima (and minima, if mn) of a class-major chunk src[j r + i],
+   across rows: whole vectors at a time (exact in any order). */
+#define COLUMN_EXTREMES(src)                                                  \
+    for (ptrdiff_t i = 0; i < r; i++) mx[i] = (src)[i];                       \
+    for (ptrdiff_t j = 1; j < k; j++)                                         \
+        for (ptrdiff_t i = 0; i < r; i++) {                                   \
+            const double v = (src)[j * r + i];                                \
+            mx[i] = v > mx[i] ? v : mx[i];                                    \
+        }                                                                     \
+    if (mn) {                                                                 \
+        for (ptrdiff_t i = 0; i < r; i++) mn[i] = (src)[i];                   \
+        for (ptrdiff_t j = 1; j < k; j++)                                     \
+            for (ptrdiff_t i = 0; i < r; i++) {                               \
+                const double v = (src)[j * r + i];                            \
+                mn[i] = v < mn[i] ? v : mn[i];                                \
+            }                                                                 \
+    }
+
 INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
                    ptrdiff_t ld, const int64_t *y, double *d64, float *d32, double *stage,
                    double *gap, double *mx, double *mn) {
@@ -105,20 +123,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         if (d32 && z_f32) {
             const float *zf = (const float *)z;
             transpose_f32_f32(zf, d32, r, k);
-            for (ptrdiff_t i = 0; i < r; i++) mx[i] = d32[i];
-            for (ptrdiff_t j = 1; j < k; j++)
-                for (ptrdiff_t i = 0; i < r; i++) {
-                    const double v = d32[j * r + i];
-                    mx[i] = v > mx[i] ? v : mx[i];
-                }
-            if (mn) {
-                for (ptrdiff_t i = 0; i < r; i++) mn[i] = d32[i];
-                for (ptrdiff_t j = 1; j < k; j++)
-                    for (ptrdiff_t i = 0; i < r; i++) {
-                        const double v = d32[j * r + i];
-                        mn[i] = v < mn[i] ? v : mn[i];
-                    }
-            }
+            COLUMN_EXTREMES(d32)
             for (ptrdiff_t i = 0; i < r; i++) {
                 const double g = mx[i] - (double)zf[i * k + y[i]]; /* exact */
                 gap[i] = g;
@@ -136,20 +141,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         } else {
             transpose_f64_f64((const double *)z, t, r, k);
         }
-        for (ptrdiff_t i = 0; i < r; i++) mx[i] = t[i];
-        for (ptrdiff_t j = 1; j < k; j++)
-            for (ptrdiff_t i = 0; i < r; i++) {
-                const double v = t[j * r + i];
-                mx[i] = v > mx[i] ? v : mx[i];
-            }
-        if (mn) {
-            for (ptrdiff_t i = 0; i < r; i++) mn[i] = t[i];
-            for (ptrdiff_t j = 1; j < k; j++)
-                for (ptrdiff_t i = 0; i < r; i++) {
-                    const double v = t[j * r + i];
-                    mn[i] = v < mn[i] ? v : mn[i];
-                }
-        }
+        COLUMN_EXTREMES(t)
         for (ptrdiff_t i = 0; i < r; i++) {
             const double g = mx[i] - t[y[i] * r + i];
             gap[i] = g > SKTS_BIG ? SKTS_BIG : g;

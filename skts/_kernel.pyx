@@ -221,52 +221,43 @@ def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
     return out
 
 
-def _exp64(x):
-    """The kernel's float64 exponential, elementwise (tests only)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
+def _elementwise(x, int which):
+    """One of the kernel's elementary functions over ``x`` (tests only):
+    0 exp (float64), 1 exp (float32), 2 log (x >= 1), 3 log(1 + x)."""
+    single = which == 1
+    x = np.ascontiguousarray(x, dtype=np.float32 if single else np.float64)
     out = np.empty_like(x)
-    cdef const double[::1] xv = x.reshape(-1)
-    cdef double[::1] ov = out.reshape(-1)
+    cdef const float[::1] xf
+    cdef float[::1] of
+    cdef const double[::1] xd
+    cdef double[::1] od
     cdef Py_ssize_t i
-    for i in range(xv.shape[0]):
-        ov[i] = skts_exp64(xv[i])
+    if single:
+        xf, of = x.reshape(-1), out.reshape(-1)
+        for i in range(xf.shape[0]):
+            of[i] = skts_exp32(xf[i])
+        return out
+    xd, od = x.reshape(-1), out.reshape(-1)
+    for i in range(xd.shape[0]):
+        od[i] = (skts_exp64(xd[i]) if which == 0 else skts_log64(xd[i])
+                 if which == 2 else skts_log1p64(xd[i]))
     return out
+
+
+def _exp64(x):
+    return _elementwise(x, 0)
 
 
 def _exp32(x):
-    """The kernel's float32 exponential, elementwise (tests only)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.empty_like(x)
-    cdef const float[::1] xv = x.reshape(-1)
-    cdef float[::1] ov = out.reshape(-1)
-    cdef Py_ssize_t i
-    for i in range(xv.shape[0]):
-        ov[i] = skts_exp32(xv[i])
-    return out
+    return _elementwise(x, 1)
 
 
 def _log64(x):
-    """The kernel's logarithm (x >= 1), elementwise (tests only)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    out = np.empty_like(x)
-    cdef const double[::1] xv = x.reshape(-1)
-    cdef double[::1] ov = out.reshape(-1)
-    cdef Py_ssize_t i
-    for i in range(xv.shape[0]):
-        ov[i] = skts_log64(xv[i])
-    return out
+    return _elementwise(x, 2)
 
 
 def _log1p64(x):
-    """The kernel's log(1 + x) (0 <= x <= 1), elementwise (tests only)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    out = np.empty_like(x)
-    cdef const double[::1] xv = x.reshape(-1)
-    cdef double[::1] ov = out.reshape(-1)
-    cdef Py_ssize_t i
-    for i in range(xv.shape[0]):
-        ov[i] = skts_log1p64(xv[i])
-    return out
+    return _elementwise(x, 3)
 
 
 def exp32_rate(int n_threads=1, double seconds=0.2):

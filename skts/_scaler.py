@@ -329,19 +329,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.predict_proba(logits[:1]).round(4)  # 0.9 softened to 0.75
         array([[0.75, 0.25]])
         """
-        logits, xp = self._logits(logits, "predict_proba")
-        if xp is not None:
-            return xp_softmax(logits, xp, self.temperature_)
-        if _is_dask_array(logits):
-            from skts._dask import softmax_lazy
-
-            return softmax_lazy(logits, self.temperature_)
-        return softmax(
-            logits,
-            self.temperature_,
-            dtype=self._output_dtype(logits),
-            n_jobs=self.n_jobs,
-        )
+        return self._softmax(logits, "predict_proba", log=False)
 
     def predict_log_proba(self, logits):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
@@ -367,14 +355,21 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.predict_log_proba(logits[:1]).round(4)
         array([[-0.2877, -1.3863]])
         """
-        logits, xp = self._logits(logits, "predict_log_proba")
-        if xp is not None:
-            return xp_log_softmax(logits, xp, self.temperature_)
-        if _is_dask_array(logits):
-            from skts._dask import log_softmax_lazy
+        return self._softmax(logits, "predict_log_proba", log=True)
 
-            return log_softmax_lazy(logits, self.temperature_)
-        return log_softmax(
+    def _softmax(self, logits, method: str, *, log: bool):
+        """(log-)softmax of ``logits / temperature_`` in the input's space."""
+        logits, xp = self._logits(logits, method)
+        if xp is not None:
+            return (xp_log_softmax if log else xp_softmax)(
+                logits, xp, self.temperature_
+            )
+        if _is_dask_array(logits):
+            from skts._dask import log_softmax_lazy, softmax_lazy
+
+            lazy = log_softmax_lazy if log else softmax_lazy
+            return lazy(logits, self.temperature_)
+        return (log_softmax if log else softmax)(
             logits,
             self.temperature_,
             dtype=self._output_dtype(logits),
