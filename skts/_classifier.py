@@ -144,7 +144,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
     validation_loss_ : float
         Held-out mean (weighted) log-loss at ``temperature_``.
-        Computed in float64 for up to 2**20 logits; for larger inputs the
+        Computed in float64 for up to 2**18 logits; for larger inputs the
         grid search reports its float32-arithmetic value (float64
         accumulation), within a proven error bound, typically 1e-7 relative.
 

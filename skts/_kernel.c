@@ -201,9 +201,18 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
     }
 }
 
+/* The sum of 16 lanes in a fixed tree order (halves added, four times):
+   short dependency chains, the same bits on every machine. */
+INLINE double tree16(const double *a) {
+    double b[8], c[4];
+    for (int q = 0; q < 8; q++) b[q] = a[q] + a[q + 8];
+    for (int q = 0; q < 4; q++) c[q] = b[q] + b[q + 4];
+    return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
 /* Row sums of e = exp(x), e x and e x x with x = max(beta d, floor), in
    float64 arithmetic. Sums over classes follow the classes in order
-   (class-major) or 16 lanes added in order (row-major). */
+   (class-major) or run in 16 lanes added by tree16 (row-major). */
 INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
                    int moments, double *s, double *s1, double *s2) {
     if (k <= SKTS_TRANSPOSE_MAX) {
@@ -234,38 +243,99 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         const double *row = d + i * k;
         double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
         ptrdiff_t j = 0;
-        for (; j + L <= k; j += L)
-            for (int q = 0; q < L; q++) {
-                double x = row[j + q] * beta;
-                x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-                const double e = skts_exp64(x);
-                const double ex = e * x;
-                a[q] += e;
-                a1[q] += ex;
-                a2[q] += ex * x;
-            }
-        for (int q = 0; j < k; j++, q++) {
-            double x = row[j] * beta;
-            x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-            const double e = skts_exp64(x);
-            const double ex = e * x;
-            a[q] += e;
-            a1[q] += ex;
-            a2[q] += ex * x;
+        const ptrdiff_t rem = k % L;
+        if (moments) {
+            for (; j + L <= k; j += L)
+                for (int q = 0; q < L; q++) {
+                    double x = row[j + q] * beta;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    const double e = skts_exp64(x);
+                    const double ex = e * x;
+                    a[q] += e;
+                    a1[q] += ex;
+                    a2[q] += ex * x;
+                }
+            if (rem)
+                for (int q = 0; q < L; q++) {
+                    /* The tail as one vector: lanes past the row read on
+                       into the (zeroed) scratch buffer and add +0, so the
+                       sums keep their bits. */
+                    const int in = q < rem;
+                    const double v = row[j + q];
+                    double x = in ? v * beta : 0.0;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    const double ev = skts_exp64(x);
+                    const double e = in ? ev : 0.0;
+                    const double ex = e * x;
+                    a[q] += e;
+                    a1[q] += ex;
+                    a2[q] += ex * x;
+                }
+        } else {
+            for (; j + L <= k; j += L)
+                for (int q = 0; q < L; q++) {
+                    double x = row[j + q] * beta;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    a[q] += skts_exp64(x);
+                }
+            if (rem)
+                for (int q = 0; q < L; q++) {
+                    const int in = q < rem;
+                    const double v = row[j + q];
+                    double x = in ? v * beta : 0.0;
+                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                    const double e = skts_exp64(x);
+                    a[q] += in ? e : 0.0;
+                }
         }
-        double t = a[0], t1 = a1[0], t2 = a2[0];
-        for (int q = 1; q < L; q++) t += a[q], t1 += a1[q], t2 += a2[q];
-        s[i] = t;
-        s1[i] = t1;
-        s2[i] = t2;
+        s[i] = tree16(a);
+        if (moments) {
+            s1[i] = tree16(a1);
+            s2[i] = tree16(a2);
+        }
     }
 }
+
+/* One vector of a wide row in float32: lanes q with IN add exp(x), and the
+   moments (MOM: 0, 1 or 2), to b, a1, a2; the others add +0. Lanes past the
+   row's end read on into the (zeroed) scratch buffer, harmlessly. */
+#define LANES32(MOM, IN)                                                      \
+    for (int q = 0; q < L; q++) {                                             \
+        const float v = row[j + q];                                           \
+        float x = (IN) ? v * beta : 0.0f;                                     \
+        x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;                      \
+        const float ev = skts_exp32(x);                                       \
+        const float e = (IN) ? ev : 0.0f;                                     \
+        const float ex = e * x;                                               \
+        b[q] += e;                                                            \
+        if ((MOM) >= 1) a1[q] += ex;                                          \
+        if ((MOM) == 2) a2[q] += ex * x;                                      \
+    }
+/* A wide row: S in runs of SKTS_RUN32 vectors summed in float32 lanes (b),
+   each run then added to the float64 lanes a; the last run takes what is
+   left, the tail included, so no run has more than SKTS_RUN32 terms. */
+#define ROW32(MOM)                                                            \
+    {                                                                         \
+        ptrdiff_t j = 0;                                                      \
+        const ptrdiff_t rem = k % L, runs = k / L / SKTS_RUN32;               \
+        for (ptrdiff_t t = 0; t < runs; t++) {                                \
+            float b[L] = {0};                                                 \
+            for (int u = 0; u < SKTS_RUN32; u++, j += L) LANES32(MOM, 1)      \
+            for (int q = 0; q < L; q++) a[q] += (double)b[q];                 \
+        }                                                                     \
+        float b[L] = {0};                                                     \
+        for (; j + L <= k; j += L) LANES32(MOM, 1)                            \
+        if (rem) LANES32(MOM, q < rem)                                        \
+        for (int q = 0; q < L; q++) a[q] += (double)b[q];                     \
+    }
 
 /* The same in float32 arithmetic, accumulated in float64. */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
                    int moments, double *s, double *s1, double *s2, float *f1,
                    float *f2) {
-    /* The row sum S in float64 (its error enters the proven bounds); the
+    /* The row sum S in float64 (its error enters the proven bounds: wide
+       rows add runs of at most SKTS_RUN32 float32 terms, each run within
+       (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive); the
        moments, which only steer or enter a bound with a safety factor of 2,
        in float32. moments: 0 (S only), 1 (and E[x]) or 2 (and E[x^2]). */
     if (k <= SKTS_TRANSPOSE_MAX) {
@@ -305,40 +375,20 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
         const float *row = d + i * k;
         double a[L] = {0};
         float a1[L] = {0}, a2[L] = {0};
-        ptrdiff_t j = 0;
-        if (moments) {
-            for (; j + L <= k; j += L)
-                for (int q = 0; q < L; q++) {
-                    float x = row[j + q] * beta;
-                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                    const float e = skts_exp32(x);
-                    const float ex = e * x;
-                    a[q] += (double)e;
-                    a1[q] += ex;
-                    a2[q] += ex * x;
-                }
+        if (moments == 2) {
+            ROW32(2)
+        } else if (moments == 1) {
+            ROW32(1)
         } else {
-            for (; j + L <= k; j += L)
-                for (int q = 0; q < L; q++) {
-                    float x = row[j + q] * beta;
-                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                    a[q] += (double)skts_exp32(x);
-                }
+            ROW32(0)
         }
-        for (int q = 0; j < k; j++, q++) {
-            float x = row[j] * beta;
-            x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-            const float e = skts_exp32(x);
-            const float ex = e * x;
-            a[q] += (double)e;
-            a1[q] += ex;
-            a2[q] += ex * x;
+        s[i] = tree16(a);
+        if (moments) {
+            double c1[L], c2[L];
+            for (int q = 0; q < L; q++) c1[q] = a1[q], c2[q] = a2[q];
+            s1[i] = tree16(c1);
+            s2[i] = tree16(c2);
         }
-        double t = a[0], t1 = a1[0], t2 = a2[0];
-        for (int q = 1; q < L; q++) t += a[q], t1 += a1[q], t2 += a2[q];
-        s[i] = t;
-        s1[i] = t1;
-        s2[i] = t2;
     }
 }
 
@@ -386,6 +436,8 @@ void skts_block(const skts_args *a, void *scratch) {
     double *ls = rows + 14 * rc;
     const double unit64 = 0x1p-53, unit32 = 0x1p-24;
     const double log2k = log2((double)(k > 2 ? k : 2));
+    /* wide rows' float32 runs in S (see sums32) */
+    const double run32 = k > SKTS_TRANSPOSE_MAX ? SKTS_RUN32 - 1.0 : 0.0;
     const int nv = a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
                  : a->mode == SKTS_DERIV ? 4 : 2;
     double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
@@ -505,8 +557,8 @@ void skts_block(const skts_args *a, void *scratch) {
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double lse = ls[i];
                     v0[i] = gap[i] * beta + lse;
-                    v1[i] = (32.0 + log2k + 3.0 * spread[i] * beta + 8.0 * lse) *
-                            (2.0 * unit32);
+                    v1[i] = (32.0 + run32 + log2k + 3.0 * spread[i] * beta +
+                             8.0 * lse) * (2.0 * unit32);
                 }
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);

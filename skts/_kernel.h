@@ -8,8 +8,8 @@
    bounds are proven in their comments and checked by tests/test_kernel.py.
 
    Determinism: every sum runs in an order fixed by the shape alone (rows in
-   16 lanes, lane sums added in order; classes in order, or in 16 lanes for
-   wide rows). The build turns off floating-point contraction, so the same
+   16 lanes, lane sums added in order; classes in order, or in 16 lanes
+   added in a fixed tree for wide rows). The build turns off floating-point contraction, so the same
    input gives the same bits on every machine and in every vector width.
 
    Units: u = 2**-53 (float64), u32 = 2**-24 (float32); "ulp" in
@@ -32,8 +32,19 @@
 #define SKTS_CLONES
 #endif
 
+/* Always inlined: each vector-width clone of a caller gets its own copy (an
+   out-of-line copy would be built for the baseline ISA, without FMA). */
+#if defined(__GNUC__)
+#define SKTS_INLINE static inline __attribute__((always_inline))
+#else
+#define SKTS_INLINE static inline
+#endif
+
 #define SKTS_CHUNK 4096 /* elements of one sub-chunk of a block (L1/L2) */
 #define SKTS_TRANSPOSE_MAX 32
+/* Wide rows sum float32 exponentials in runs of this many vectors before
+   adding them to float64 lanes (the window's bound counts SKTS_RUN32 - 1). */
+#define SKTS_RUN32 8
 #define SKTS_LANES 16
 #define SKTS_BIG 1.7976931348623157e308
 #define SKTS_F32_MIN (-3.4028234663852886e38f)
@@ -44,22 +55,22 @@
    than 1.7e-38, inside the 4e-38 per class of _window_pass32's bound. */
 #define SKTS_EXP32_FLOOR (-87.0f)
 
-static inline uint64_t skts_bits64(double x) {
+SKTS_INLINE uint64_t skts_bits64(double x) {
     uint64_t b;
     memcpy(&b, &x, 8);
     return b;
 }
-static inline double skts_from64(uint64_t b) {
+SKTS_INLINE double skts_from64(uint64_t b) {
     double x;
     memcpy(&x, &b, 8);
     return x;
 }
-static inline uint32_t skts_bits32(float x) {
+SKTS_INLINE uint32_t skts_bits32(float x) {
     uint32_t b;
     memcpy(&b, &x, 4);
     return b;
 }
-static inline float skts_from32(uint32_t b) {
+SKTS_INLINE float skts_from32(uint32_t b) {
     float x;
     memcpy(&x, &b, 4);
     return x;
@@ -84,7 +95,7 @@ static inline float skts_from32(uint32_t b) {
    rational arithmetic). 2^k is exact and so is the product's scaling (the
    result is normal). In all: 0.35u + 0.06u + 2.9u + u (the product) < 4.4u;
    we use 4 ulp = 8u in every bound. */
-static inline double skts_exp64(double x) {
+SKTS_INLINE double skts_exp64(double x) {
     const double shifter = 0x1.8p52;
     const double kd_s = x * 0x1.71547652b82fep0 + shifter;
     const double kd = kd_s - shifter;
@@ -113,7 +124,7 @@ static inline double skts_exp64(double x) {
    float32: LN2_HI = 0x1.62e4p-1 has 15 significant bits and |k| <= 126, so
    k LN2_HI is exact; Taylor degree 7, remainder < 7.6e-9 < 0.13 u32
    relative; Horner below 2.9 u32; in all below 4.4 u32). */
-static inline float skts_exp32(float x) {
+SKTS_INLINE float skts_exp32(float x) {
     const float shifter = 0x1.8p23f;
     /* (fmaf: one rounding where the analysis counts two; kd * LN2_HI is
        exact, so the first reduction step is the same either way.) */
@@ -139,7 +150,7 @@ static inline float skts_exp32(float x) {
    t^2 < 0.04 in S: S within 1.3u; 2 t S within 4.3u. e LN2_HI is exact
    (32 trailing zero bits), and where e != 0, |log f| <= 0.71 |log s|: the
    two additions bring the total below 5u. s = 1 gives 0 exactly. */
-static inline double skts_log64(double s) {
+SKTS_INLINE double skts_log64(double s) {
     const uint64_t b = skts_bits64(s);
     /* The biased exponent as a double without an integer conversion (which
        would not vectorise): 2^52 + E, exactly, minus 2^52. */
@@ -169,7 +180,7 @@ static inline double skts_log64(double s) {
 /* log(1 + e) for e in [0, 1], relative error below 5u: t = e / (2 + e)
    (within 2u), 0 <= t <= 1/3, log(1 + e) = 2 t S(t^2), the atanh series to
    t^32/33 (remainder < 2e-18 relative); every term is non-negative. */
-static inline double skts_log1p64(double e) {
+SKTS_INLINE double skts_log1p64(double e) {
     const double t = e / (2.0 + e);
     const double t2 = t * t;
     double q = 1.0 / 33.0;

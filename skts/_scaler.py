@@ -96,7 +96,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
     validation_loss_ : float
         Mean (weighted) negative log-likelihood at ``temperature_`` on the data
         passed to ``fit``.
-        Computed in float64 for up to 2**20 logits; for larger inputs the
+        Computed in float64 for up to 2**18 logits; for larger inputs the
         grid search reports its float32-arithmetic value (float64
         accumulation), within a proven error bound, typically 1e-7 relative.
 

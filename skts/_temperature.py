@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -183,21 +184,66 @@ def _map_blocks(
 _CORES = os.cpu_count() or 1
 
 
+def _others_running() -> int | None:
+    """Threads of other processes that are running or waiting for a core now:
+    the kernel's count of runnable threads (``/proc/loadavg``) less this
+    process's own (``/proc/self/task``: the calling thread, and any worker
+    still spinning after a pass). ``None`` without ``/proc``.
+
+    The load average would count this process's own recent passes as load
+    and make a long run of fits shed its own threads.
+    """
+    try:
+        own = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:  # (a thread that has just ended)
+                continue
+            own += stat[stat.rindex(b")") + 2 :][:1] == b"R"
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - max(own, 1))
+
+
+_LOAD = {"at": -1.0, "busy": 0.0}
+
+
+def _busy_cores() -> float:
+    """Cores that other processes keep busy, looked up at most every 0.1 s
+    (so the passes of one fit agree): their runnable threads now, or where
+    ``/proc`` is missing, the 1-minute load average less this thread (none
+    on Windows)."""
+    now = time.monotonic()
+    if now - _LOAD["at"] >= 0.1:
+        others = _others_running()
+        if others is None:
+            try:
+                others = os.getloadavg()[0] - 1.0
+            except (AttributeError, OSError):  # (no load average: Windows)
+                others = 0.0
+        _LOAD["busy"] = float(others)
+        _LOAD["at"] = now
+    return _LOAD["busy"]
+
+
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass.
 
-    ``None`` uses, from 2**18 logits on, every core that the machine's load
-    leaves idle (the 1-minute load average, less this process's own thread).
-    Below 2**18 logits a pass takes about a millisecond, and threads cost more
-    than they save. On a busy machine a thread the scheduler sets aside stalls
-    the whole pass for a time slice, so there fewer threads finish sooner.
+    ``None`` uses, from 2**18 logits on, every core that other processes leave
+    idle (:func:`_busy_cores`). Below 2**18 logits a pass takes about a
+    millisecond, and threads cost more than they save. On a busy machine a
+    thread the scheduler sets aside stalls the whole pass for a time slice, so
+    there fewer threads finish sooner.
     """
     cores = _CORES
     if n_jobs is None:
         if n_elements < 1 << 18 or cores == 1:
             return 1
-        busy = os.getloadavg()[0] - 1.0
-        return max(1, min(cores, int(cores - busy + 0.5)))
+        return max(1, min(cores, int(cores - _busy_cores() + 0.5)))
     if n_jobs < 0:
         return max(1, cores + 1 + n_jobs)
     return max(1, int(n_jobs))
@@ -929,7 +975,7 @@ def _grid_search_float64(
 
 
 # Up to this many logits, the reported loss is the float64 value (cheap there).
-_EXACT_LOSS_ELEMENTS = 1 << 20
+_EXACT_LOSS_ELEMENTS = 1 << 18
 
 
 def _error64_factor(rows: _Rows) -> float:
@@ -955,10 +1001,12 @@ def _window_pass32(
     Notes
     -----
     Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
-    ``S`` has a relative error of at most ``u * (8 + 24 + log2 K + 3 E_p|u|)``
-    (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
-    polynomial: below 4.4u), the float64 row sum (below ``log2 K`` float32
-    units for any ``K`` below 2**29), and the roundings of ``d``, ``beta``
+    ``S`` has a relative error of at most ``u * (8 + 24 + r + log2 K + 3
+    E_p|u|)`` (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
+    polynomial: below 4.4u), the row sum (below ``log2 K`` float32 units for
+    any ``K`` below 2**29 in float64, plus ``r = 7`` above 32 classes, whose
+    rows add float32 runs of at most 8 positive terms per lane first), and
+    the roundings of ``d``, ``beta``
     and their product, each amplified by ``|u_j|`` through the exponential.
     ``log S``, in float64, adds far less than the 4 ulp counted. Exponents
     are clamped at -87 (float32 results stay normal): 1.7e-38 per class at
@@ -1059,17 +1107,25 @@ def _warm_start(
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
     whole = sub.shape[0] >= n_samples
-    # Newton first on every k-th row of the sample (about 2**17 values, at
-    # least 64 rows) to 1%, then one step on the sample.
+    # Newton first on every k-th row of the sample (about 2**14 values, at
+    # least 64 rows) to 1%, then one step on every j-th row (about 2**17
+    # values), then one on the sample: each step starts within the sampling
+    # noise of the one before, where Newton converges quadratically.
+
+    def every(stride: int) -> _Rows:
+        small = sub[::stride] if stride > 1 else sub
+        small_rows = _Rows(
+            small if _compiled(small) else np.ascontiguousarray(small),
+            sub_y[::stride],
+            None if sub_w is None else sub_w[::stride],
+        )
+        if small_rows.sample_weight is not None and not small_rows.total > 0:
+            small_rows = _Rows(small_rows.logits, small_rows.y)
+        return small_rows
+
     stride = max(1, min(sub.shape[0] // 64, sub.shape[0] * n_classes >> 17))
-    small = sub[::stride] if stride > 1 else sub
-    small_rows = _Rows(
-        small if _compiled(small) else np.ascontiguousarray(small),
-        sub_y[::stride],
-        None if sub_w is None else sub_w[::stride],
-    )
-    if small_rows.sample_weight is not None and not small_rows.total > 0:
-        small_rows = _Rows(small_rows.logits, small_rows.y)
+    tiny_stride = max(1, min(sub.shape[0] // 64, sub.shape[0] * n_classes >> 14))
+    small_rows = every(stride)
     sample = _Rows(sub, sub_y, sub_w)
     found: list[int] = []
 
@@ -1100,13 +1156,24 @@ def _warm_start(
     beta0 = min(max(start, lo), hi)
     seen_small: dict = {}
     deriv = moments(small_rows, seen_small)
-    deriv(beta0)
+    if tiny_stride > stride:
+        # (the exact facts come from the first read of small_rows below)
+        tiny = moments(every(tiny_stride), {})
+        found.append(0)
+        beta0, _ = _newton_beta(tiny, lo, hi, beta0, rtol=1e-2)
+        found.clear()
+    _, g, h = deriv(beta0)
     edge = found[0]
     if edge:
         # The subsample's own minimum is at that end; Newton would only crawl
         # there (the derivatives decay exponentially on separable rows).
         return (hi if edge == 1 else lo), np.inf, np.nan, edge
-    beta, _ = _newton_beta(deriv, lo, hi, beta0, rtol=1e-2)
+    if tiny_stride > stride:
+        beta = beta0
+        if np.isfinite(g) and np.isfinite(h) and h > 0:
+            beta = min(max(beta0 - g / h, lo), hi)
+    else:
+        beta, _ = _newton_beta(deriv, lo, hi, beta0, rtol=1e-2)
     # Then one Newton step on the whole sample, not evaluated: from within
     # 1%, Newton's quadratic convergence leaves about 1e-4, a hundredth of the
     # default grid's spacing.
@@ -1261,8 +1328,8 @@ def _grid_search(
     err: dict[int, float] = {}
     exact: dict[int, float] = {}
     guess = j
-    # Small inputs report the float64 loss at the answer (fused into the window
-    # pass); large ones the float32 estimate, within its proven bound.
+    # Small inputs report the float64 loss at the answer (evaluated with the
+    # window); larger ones the float32 estimate, within its proven bound.
     want_exact = n_samples * rows.n_classes <= _EXACT_LOSS_ELEMENTS
     grow = 1
     for _ in range(10):
@@ -1364,10 +1431,11 @@ def _solve_continuous(
     whole range, and that end is returned at once. Then at most two float32
     Newton steps on all the data steer (they never shrink the bracket), and
     float64 evaluations of ``F'`` shrink a bracket around the minimiser. Each
-    read adds, beside Newton's points, the middle of any gap (between the
-    bracket ends and the points) wider than ``tau * 2**(r - 1)``, ``r`` the
-    reads left, so whatever the signs the bracket is at most ``tau`` wide when
-    the budget is spent; Newton steps (two points straddling the target, in
+    read adds, beside Newton's points, equally spaced points in any gap
+    (between the bracket ends and the points) wider than ``tau * 4**(r - 1)``,
+    ``r`` the reads left (at most three per gap), so whatever the signs the
+    bracket is at most ``tau`` wide when the budget is spent; on smooth data
+    that costs no point until the budget is nearly spent. Newton steps (two points straddling the target, in
     one read, once Newton is in its quadratic phase) usually end it after 2 or
     3 float64 reads. The search also stops at a point where
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
@@ -1451,8 +1519,11 @@ def _solve_continuous(
     # points within reach of both ends of the bracket.
     target = x
     while passes < budget and settled is None and b - a > tau:
-        # (2**1000 * tau overflows to inf, harmlessly, where 2**k alone raises.)
-        reach = tau * 2.0 ** min(budget - passes - 1, 1000)
+        # Every gap left after this read is at most reach wide, and each later
+        # read can cut a gap in four (three points): reach = tau 4**r, r the
+        # reads left after this one (in logs: it may exceed the float range).
+        left = budget - passes - 1
+        reach = math.inf if 2 * left + math.log2(tau) > 1000 else math.ldexp(tau, 2 * left)
         points = [target]
         near = [p for p in info if a <= p <= b]
         if near:
@@ -1482,12 +1553,16 @@ def _solve_continuous(
             points += [e for e in (lo, hi) if e in (a, b) and e not in info]
         points = sorted({q for q in points if a <= q <= b})
         # Whatever the signs, the next bracket is one of the gaps between a,
-        # the points and b: split any gap wider than reach at its middle (the
-        # bracket is at most 2 reach wide, so one split suffices). Newton's
-        # points go where Newton wants; the guarantee costs extra points in the
-        # same read only when they do not already keep it.
+        # the points and b: cut any gap wider than reach into equal parts (at
+        # most four once the bracket is within 4 reach, as the previous read
+        # left it). Newton's points go where Newton wants; the guarantee costs
+        # extra points only when they do not already keep it, which on smooth
+        # data is the last read or two of a budget already mostly spent.
         edges = [a, *points, b]
-        points += [0.5 * (u + v) for u, v in itertools.pairwise(edges) if v - u > reach]
+        for u, v in itertools.pairwise(edges):
+            if v - u > reach:
+                parts = math.ceil((v - u) / reach)
+                points += [u + (v - u) * (i / parts) for i in range(1, parts)]
         read(sorted(set(points)))
     if settled is not None:
         beta = settled

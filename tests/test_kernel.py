@@ -3,6 +3,8 @@ the error bounds that the search's proofs use, and its passes agree with the
 NumPy passes (the same formulas, read by numpy's own exp and log) within those
 bounds, whatever the number of threads."""
 
+import os
+import time
 from fractions import Fraction
 
 import mpmath
@@ -330,14 +332,68 @@ def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
 
 
 def test_threads_follow_the_machines_load(monkeypatch):
-    # n_jobs=None: the cores that the 1-minute load average leaves idle (this
-    # process's own thread not counted); none below 2**18 logits.
+    # n_jobs=None: the cores that other processes leave idle; none below
+    # 2**18 logits. Without /proc, the 1-minute load average less this thread.
     import skts._temperature as numerics
 
     monkeypatch.setattr(numerics, "_CORES", 4)
+    for others, threads in ((0, 4), (1, 3), (2, 2), (3, 1), (9, 1)):
+        monkeypatch.setattr(numerics, "_LOAD", {"at": -1.0, "busy": 0.0})
+        monkeypatch.setattr(numerics, "_others_running", lambda v=others: v)
+        assert numerics._kernel_threads(None, 1 << 20) == threads
+    monkeypatch.setattr(numerics, "_others_running", lambda: None)
     for load, threads in ((0.2, 4), (1.0, 4), (2.0, 3), (3.4, 2), (9.0, 1)):
+        monkeypatch.setattr(numerics, "_LOAD", {"at": -1.0, "busy": 0.0})
         monkeypatch.setattr(numerics.os, "getloadavg", lambda v=load: (v, v, v))
         assert numerics._kernel_threads(None, 1 << 20) == threads
     assert numerics._kernel_threads(None, 1000) == 1
     assert numerics._kernel_threads(-1, 1000) == 4
     assert numerics._kernel_threads(3, 1 << 20) == 3
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/task"), reason="needs Linux's /proc"
+)
+def test_other_processes_count_and_this_ones_threads_do_not():
+    # Two CPU-bound processes are runnable at every instant: seen as two (or
+    # more, on a shared machine). This process's own busy threads (a pass on
+    # two threads) are not others': they leave the reading as it was without
+    # them (compared with it, since the machine may be shared).
+    import statistics
+    import subprocess
+    import sys
+    import threading
+
+    import skts._temperature as numerics
+
+    def typical(n=21):
+        return statistics.median(numerics._others_running() for _ in range(n))
+
+    before = typical()
+    stop = threading.Event()
+    z = np.random.default_rng(0).normal(size=(512, 4096)).astype(np.float32)
+    y = np.zeros(512, dtype=np.int64)
+
+    def spin():  # a compiled pass on two threads, the GIL released
+        while not stop.is_set():
+            _kernel.block_pass(z, y, None, 512.0, [1.0], [1.0], _kernel.NLL, n_threads=2)
+
+    mine = threading.Thread(target=spin)
+    mine.start()
+    try:
+        time.sleep(0.05)
+        assert typical() <= before + 0.5
+    finally:
+        stop.set()
+        mine.join()
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(2)
+    ]
+    try:
+        time.sleep(0.5)
+        assert typical() >= 2
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
