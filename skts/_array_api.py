@@ -356,13 +356,19 @@ class XpRows(_Rows):
     def _nll(self, temperatures):
         return self._each(self._nll_block, temperatures)
 
-    def _window(self, temperatures, exact_t, spread):
+    def _window(self, temperatures, exact_t, spread, deriv_at=None):
         def block(rows):
             est = self._nll_block(rows, temperatures)
             ref = [self._nll_block(rows, exact_t)] if exact_t.size else []
             return est, np.zeros_like(est), ref
 
-        return self._each(block)
+        parts = self._each(block)
+        if deriv_at is None:
+            return [(*p, np.zeros(2)) for p in parts]
+        # (F', F'') at one of them: a second read, in float64, here.
+        beta = 1.0 / float(temperatures[deriv_at])
+        slopes = self._derivatives([beta], "float64", True)
+        return [(*p, np.asarray(g)[0, 1:3]) for p, g in zip(parts, slopes, strict=True)]
 
     def _derivatives(self, betas, precision, second_moment):
         xp = self.xp

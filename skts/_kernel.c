@@ -439,7 +439,7 @@ void skts_block(const skts_args *a, void *scratch) {
     /* wide rows' float32 runs in S (see sums32) */
     const double run32 = k > SKTS_TRANSPOSE_MAX ? SKTS_RUN32 - 1.0 : 0.0;
     const int nv = a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
-                 : a->mode == SKTS_DERIV ? 4 : 2;
+                 : 4; /* SKTS_DERIV; SKTS_WINDOW: estimate, bound, F', F'' */
     double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
     int top = 1, bottom = 1, varies = 0;
     const int binary_window = a->mode == SKTS_WINDOW && k == 2;
@@ -486,8 +486,23 @@ void skts_block(const skts_args *a, void *scratch) {
                     v1[i] = (32.0 + log2k + 3.0 * spread[i] * beta + 8.0 * lse) *
                             (2.0 * unit64);
                 }
-                accumulate(acc + (q * 2) * L, row0, r, w, a->inv_total, v0);
-                accumulate(acc + (q * 2 + 1) * L, row0, r, w, a->inv_total, v1);
+                double *acq = acc + q * nv * L;
+                accumulate(acq, row0, r, w, a->inv_total, v0);
+                accumulate(acq + L, row0, r, w, a->inv_total, v1);
+                if (a->deriv_at == q) {
+                    /* F' and F'' of the row: p = e / (1 + e) on d = -|z1 - z0|
+                       (a loop of its own, which vectorises) */
+                    for (ptrdiff_t i = 0; i < r; i++) {
+                        double x = s[i] * -beta;
+                        x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+                        const double e = skts_exp64(x);
+                        const double p = e / (1.0 + e), mean_d = -s[i] * p;
+                        v2[i] = mean_d + gap[i];
+                        v3[i] = s[i] * s[i] * p * (1.0 - p);
+                    }
+                    accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
+                    accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+                }
             }
             continue;
         }
@@ -495,8 +510,8 @@ void skts_block(const skts_args *a, void *scratch) {
             const double beta = a->betas[q];
             double *acq = acc + q * nv * L;
             if (single) {
-                const int nmom = a->mode == SKTS_WINDOW ? a->first_spread == q
-                                 : a->second ? 2 : 1;
+                const int nmom = a->mode != SKTS_WINDOW ? (a->second ? 2 : 1)
+                                 : a->deriv_at == q ? 2 : a->first_spread == q;
                 sums32(d32, r, k, (float)beta, nmom, s, s1, s2, f1, f2);
             } else {
                 sums64(d64, r, k, beta, a->mode != SKTS_NLL &&
@@ -510,17 +525,20 @@ void skts_block(const skts_args *a, void *scratch) {
                 accumulate(acq, row0, r, w, a->inv_total, v0);
             } else if (a->mode == SKTS_SLOPES) {
                 const double t = a->temps[q];
+                /* (three loops, each with few enough arrays to vectorise) */
+                for (ptrdiff_t i = 0; i < r; i++) v0[i] = gap[i] * beta + ls[i];
+                for (ptrdiff_t i = 0; i < r; i++) {
+                    const double slope = gap[i] - (-s1[i] / s[i]) * t;
+                    v1[i] = slope;
+                    v4[i] = fabs(slope);
+                }
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double m1x = -s1[i] / s[i], m2x = s2[i] / s[i];
-                    const double slope = gap[i] - m1x * t;
                     const double var = m2x - m1x * m1x;
-                    v0[i] = gap[i] * beta + ls[i];
-                    v1[i] = slope;
                     v2[i] = var > 0.0 ? var : 0.0;
                     v3[i] = 2.0 * unit64 * (2.0 * gap[i] + (2.0 * (double)k + 12.0) *
                             (m1x * t) + 4.0 * t * (m2x + m1x * m1x)) +
                             (double)k * t * (2.0 * 700.0 * 1e-304 + 1e-304 * m1x);
-                    v4[i] = fabs(slope);
                 }
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);
@@ -531,13 +549,13 @@ void skts_block(const skts_args *a, void *scratch) {
                 /* x-moments to d-moments: E[d] = E[x] / beta */
                 const double bx = single ? (double)(float)beta : beta;
                 const int second = a->second != 0;
+                for (ptrdiff_t i = 0; i < r; i++) v0[i] = gap[i] * beta + ls[i];
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double mean_d = s1[i] / s[i] / bx;
-                    v0[i] = gap[i] * beta + ls[i];
                     v1[i] = mean_d + gap[i];
-                    v3[i] = v1[i] * v1[i];
                     v2[i] = -mean_d;
                 }
+                for (ptrdiff_t i = 0; i < r; i++) v3[i] = v1[i] * v1[i];
                 if (second)
                     for (ptrdiff_t i = 0; i < r; i++) {
                         const double var = s2[i] / s[i] / bx / bx - v2[i] * v2[i];
@@ -562,13 +580,24 @@ void skts_block(const skts_args *a, void *scratch) {
                 }
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);
+                if (a->deriv_at == q) {
+                    /* F' and F'' there, as SKTS_DERIV computes them */
+                    for (ptrdiff_t i = 0; i < r; i++) {
+                        const double mean_d = s1[i] / s[i] / bx;
+                        const double var = s2[i] / s[i] / bx / bx - mean_d * mean_d;
+                        v2[i] = mean_d + gap[i];
+                        v3[i] = var > 0.0 ? var : 0.0;
+                    }
+                    accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
+                    accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+                }
             }
         }
     }
     for (ptrdiff_t q = 0; q < nt; q++)
         for (int v = 0; v < nv; v++) a->out[q * nv + v] = lanes(acc + (q * nv + v) * L);
     if (a->mode == SKTS_WINDOW)
-        for (ptrdiff_t q = 0; q < nt; q++) a->out[q * 2 + 1] += 4e-38 * (double)k;
+        for (ptrdiff_t q = 0; q < nt; q++) a->out[q * nv + 1] += 4e-38 * (double)k;
     if (a->found) {
         a->found[0] = (unsigned char)top;
         a->found[1] = (unsigned char)bottom;

@@ -193,7 +193,8 @@ enum {
     SKTS_NLL = 0,    /* out[k] = sum w loss                                   */
     SKTS_SLOPES = 1, /* out[5k..5k+4] = sums of loss, slope, var_x, err, |slope| */
     SKTS_DERIV = 2,  /* out[4k..4k+3] = sums of loss, F'_row, F''_row (or E[-d]), F'_row^2 */
-    SKTS_WINDOW = 3  /* out[2k], out[2k+1] = est, err (float32 arithmetic)    */
+    SKTS_WINDOW = 3  /* out[4k..4k+3] = est, err (float32 arithmetic), and at
+                        deriv_at F', F'' (else 0)                    */
 };
 
 typedef struct {
@@ -216,6 +217,8 @@ typedef struct {
     int facts;           /* SKTS_SLOPES: compute the three exact facts */
     int first_spread;    /* SKTS_WINDOW: index of the beta measuring E_p|d| (-1: use spread; the binary window always measures) */
     double spread;       /* SKTS_WINDOW: a known bound on E_p[-d] */
+    int deriv_at;        /* SKTS_WINDOW: index of the beta where F' and F''
+                            are also wanted (float32 exponentials), or -1 */
     double *out;         /* this block's results */
     unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
 } skts_args;

@@ -35,6 +35,7 @@ cdef extern from "_kernel.h" nogil:
         int facts
         int first_spread
         double spread
+        int deriv_at
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -51,7 +52,7 @@ cdef extern from "_kernel.h" nogil:
     double skts_log1p64(double e)
 
 NLL, SLOPES, DERIV, WINDOW = 0, 1, 2, 3
-_WIDTH = {NLL: 1, SLOPES: 5, DERIV: 4, WINDOW: 2}
+_WIDTH = {NLL: 1, SLOPES: 5, DERIV: 4, WINDOW: 4}
 BLOCK_ELEMENTS = 1 << 16
 
 
@@ -82,12 +83,12 @@ def supports(logits, strided=True):
 def block_pass(
     logits, y, sample_weight, double total, betas, temperatures, int mode, *,
     bint single=False, bint second=True, bint moments=True, bint facts=False,
-    int first_spread=0, double spread=0.0, int n_threads=1,
+    int first_spread=0, double spread=0.0, int deriv_at=-1, int n_threads=1,
 ):
     """Per-block weighted sums (one row per block of ``_blocks``).
 
     Returns ``(sums, found)``: ``sums`` of shape ``(n_blocks, n_betas,
-    width)`` (width 1, 5, 4 or 2 for NLL, SLOPES, DERIV, WINDOW) and, with
+    width)`` (width 1, 5, 4 or 4 for NLL, SLOPES, DERIV, WINDOW) and, with
     ``facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom, varies).
     """
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
@@ -141,6 +142,7 @@ def block_pass(
     base.facts = facts
     base.first_spread = first_spread
     base.spread = spread
+    base.deriv_at = deriv_at
     cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef Py_ssize_t b, row0
     cdef skts_args a

@@ -881,6 +881,12 @@ def _newton_beta(
             break
         step = g / h if h > 0 and np.isfinite(h) else np.inf
         new = beta - step
+        # Newton in log(beta) where the loss is convex there too (its second
+        # derivative beta F' + beta**2 F'' positive): a scale parameter's
+        # steps, which neither overshoot from above nor crawl from below.
+        curve = beta * g + beta * beta * h
+        if np.isfinite(step) and curve > 0:
+            new = beta * math.exp(min(max(-beta * g / curve, -20.0), 20.0))
         if not lo < new < hi:
             # Leaving the bracket: try its untried end once (the minimum is often
             # there), else bisect in log space since the range spans decades.
@@ -988,7 +994,8 @@ def _window_pass32(
     temperatures: NDArray,
     exact: NDArray | None = None,
     spread: float | None = None,
-) -> tuple[NDArray, NDArray, NDArray]:
+    deriv_at: int | None = None,
+) -> tuple[NDArray, NDArray, NDArray, tuple[float, float] | None]:
     """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
     One read of the data. The exponentials run in float32 (16 per vector
@@ -996,7 +1003,9 @@ def _window_pass32(
     ``(estimate, bound)`` with ``|estimate - L| <= bound`` for the exact loss
     ``L``. The float64 reference values (``nll_many``, bit for
     bit) at the temperatures ``exact`` come from the same read, as a third
-    array.
+    array. With ``deriv_at`` (an index into ``temperatures``), the same read
+    also gives ``(F', F'')`` in ``beta`` there (float32 exponentials, as
+    :func:`derivatives` with ``"float32"``), else ``None``.
 
     Notes
     -----
@@ -1020,21 +1029,32 @@ def _window_pass32(
     temperatures = np.asarray(temperatures, dtype=np.float64)
     exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        est, err, refs = rows.reduce(
-            _window_part, _combine_window, temperatures, exact_t, spread
+        est, err, refs, gh = rows.reduce(
+            _window_part, _combine_window, temperatures, exact_t, spread, deriv_at
         )
         ref = _fold(_add, refs) if refs else np.zeros(exact_t.shape[0])
     # float64 roundings of the per-row terms and of the accumulation.
     err = err + _error64_factor(rows) * (np.abs(est) + 1.0)
-    return est, err, ref
+    slope = None if deriv_at is None else (float(gh[0]), float(gh[1]))
+    return est, err, ref, slope
 
 
 def _window_part(
-    logits, y, sample_weight, total, temperatures, exact_t, spread, *, n_jobs=None
+    logits,
+    y,
+    sample_weight,
+    total,
+    temperatures,
+    exact_t,
+    spread,
+    deriv_at=None,
+    *,
+    n_jobs=None,
 ):
-    """:func:`_window_pass32`'s per-block ``(est, err, [float64 values])``."""
-    order = np.argsort(-temperatures)  # ascending beta: the reference comes first
-    ts = temperatures[order]
+    """:func:`_window_pass32`'s per-block ``(est, err, [float64 values], (F',
+    F''))``."""
+    order = np.argsort(-temperatures, kind="stable")  # ascending beta: the
+    ts = temperatures[order]  # reference comes first
     measure = spread is None or logits.shape[1] == 2  # (binary: always its own)
     sums, _ = _kernel_pass(
         logits,
@@ -1048,15 +1068,18 @@ def _window_part(
         single=True,
         first_spread=0 if measure else -1,
         spread=0.0 if measure else float(spread),
+        deriv_at=-1 if deriv_at is None else int(np.flatnonzero(order == deriv_at)[0]),
     )
     est = np.empty(sums.shape[:2])
     err = np.empty(sums.shape[:2])
     est[:, order], err[:, order] = sums[:, :, 0], sums[:, :, 1]
+    # (zeros without deriv_at)
+    gh = sums[:, :, 2:].sum(axis=1)
     if not exact_t.size:
-        return [(e, b, []) for e, b in zip(est, err, strict=True)]
+        return [(e, b, [], d) for e, b, d in zip(est, err, gh, strict=True)]
     # The float64 values (nll's, bit for bit: the same blocks and kernel).
     refs = _nll_part(logits, y, sample_weight, total, exact_t, n_jobs=n_jobs)
-    return [(e, b, [r]) for e, b, r in zip(est, err, refs, strict=True)]
+    return [(e, b, [r], d) for e, b, r, d in zip(est, err, refs, gh, strict=True)]
 
 
 def _combine_window(a, b):
@@ -1064,7 +1087,15 @@ def _combine_window(a, b):
     # block (several per float32 block), as _nll sums them: the same bits.
     refs = [*a[2], *b[2]]
     ref = _fold(_add, refs) if refs else None
-    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref]
+    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref], a[3] + b[3]
+
+
+def _spacing(cand: NDArray, beta: float) -> float:
+    """The log-spacing of the sorted candidates ``cand`` around ``1/beta``."""
+    if cand.shape[0] < 2:
+        return 0.0
+    j = min(max(int(np.searchsorted(cand, 1.0 / beta)), 1), cand.shape[0] - 1)
+    return math.log(cand[j] / cand[j - 1])
 
 
 def _float32_range(beta_lo: float, beta_hi: float) -> bool:
@@ -1079,7 +1110,9 @@ def _warm_start(
     data: _Rows, lo: float, hi: float, start: float
 ) -> tuple[float, float, float, int]:
     """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``),
-    the subsample's ``F''`` there, and which end the subsample points to.
+    the subsample's ``F''`` there (when the subsample is all the data: the
+    relative size of the last, unevaluated, Newton step), and which end the
+    subsample points to.
 
     The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
     costs a few percent of one pass per Newton step (compiled float32
@@ -1183,7 +1216,8 @@ def _warm_start(
     if np.isfinite(g) and np.isfinite(h) and h > 0:
         beta = min(max(beta - g / h, lo), hi)
     if whole:
-        return beta, 0.0, np.nan, edge
+        # (se 0; the curvature slot carries the last step's relative size)
+        return beta, 0.0, abs(beta - at) / beta, edge
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
     _, mean_g, curvature, mean_g2 = seen[at]
     sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
@@ -1251,6 +1285,8 @@ def _grid_search(
     beta = beta0
     spread_beta = spread = None
     newton_error = 0.0  # relative, of a float32 Newton step on all the data
+    fused = False  # whether the first window reads the derivatives too
+    newton_from = None
     if edge:
         # Every subsample label has its row's largest (smallest) logit: read
         # the loss at the matching end and the exact facts of every row. If
@@ -1289,9 +1325,20 @@ def _grid_search(
         if np.isfinite(check.steps[k]):
             beta = min(max(end_beta - check.steps[k], beta_lo), beta_hi)
         se = 0.0
+    elif (
+        not 3.0 * se <= 0.01 * beta0
+        and se <= _spacing(cand, beta0) * beta0
+        and getattr(rows, "fused_window", True)
+    ):
+        # The subsample leaves the minimum uncertain by a grid step or so (one
+        # standard error): a window leaning towards its answer usually holds
+        # it. That window also reads F' and F'' at its middle: if it settles
+        # nothing, a float32 Newton step from there on all the data places the
+        # next one (below).
+        fused = True
     elif not 3.0 * se <= 0.01 * beta0:
-        # The subsample leaves the minimum uncertain by more than a grid step
-        # or so: one full float32 Newton step from its answer before looking at
+        # (Device arrays: their window pass has no derivatives.) One full
+        # float32 Newton step from the subsample's answer before looking at
         # candidates. The gradient needs all the data; the curvature, a smooth
         # average, comes from the subsample.
         _, g, spread = _derivatives(rows, [beta0], "float32", second_moment=False)[0]
@@ -1312,16 +1359,32 @@ def _grid_search(
     # it and its neighbours: one on each side, more when the Newton step may
     # have missed it by more than a grid step (a wider first window costs
     # less than a second pass).
-    j = int(np.searchsorted(cand, 1.0 / beta))
-    if 0 < j < n_cand and math.log(cand[j] * beta) > -math.log(cand[j - 1] * beta):
-        j -= 1
-    j = min(j, n_cand - 1)
-    half = 1
-    if newton_error > 0.0 and n_cand > 2:
-        a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
-        spacing = math.log(cand[b] / cand[a]) / (b - a)
-        half = int(min(3, max(1, math.ceil(newton_error / spacing))))
-    lo, hi = max(j - half, 0), min(j + half, n_cand - 1)
+    def around(beta: float, newton_error: float, lean: bool = False):
+        """The candidate nearest to 1/beta, and the window's ends: ``half``
+        neighbours on each side, one more on the side beta leans to."""
+        j = int(np.searchsorted(cand, 1.0 / beta))  # cand[j - 1] < 1/beta <= cand[j]
+        below = j < n_cand  # 1/beta at or below cand[j]: it leans to j - 1
+        if 0 < j < n_cand and math.log(cand[j] * beta) > -math.log(cand[j - 1] * beta):
+            j, below = j - 1, False
+        j = min(j, n_cand - 1)
+        half = 1
+        if newton_error > 0.0 and n_cand > 2:
+            a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
+            spacing = math.log(cand[b] / cand[a]) / (b - a)
+            half = int(min(3, max(1, math.ceil(newton_error / spacing))))
+        left_half = half + (lean and below)
+        right_half = half + (lean and not below)
+        return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
+
+    # A window from the subsample alone leans: any minimiser within half a
+    # candidate spacing of its answer then lies strictly inside.
+    j, lo, hi = around(beta, newton_error, lean=fused)
+    if newton_error >= 0.1 * _spacing(cand, beta):
+        # After a float32 Newton step of some size, one more candidate on the
+        # side of larger beta (smaller T): F'' usually falls as beta grows
+        # (the forecasts sharpen), and Newton then stops short of the root
+        # whichever side it starts from. A candidate costs less than a read.
+        lo = max(lo - 1, 0)
 
     c64 = _error64_factor(rows)
     est: dict[int, float] = {}
@@ -1337,16 +1400,19 @@ def _grid_search(
         if todo:
             extra = [guess] if want_exact and guess not in exact else []
             usable = spread_beta is not None and 1.0 / cand[todo].max() >= spread_beta
-            e, b, r = _window_pass32(
+            e, b, r, slope = _window_pass32(
                 rows,
                 cand[todo],
                 exact=cand[extra],
                 spread=spread if usable else None,
+                deriv_at=todo.index(j) if fused and j in todo else None,
             )
             est.update(zip(todo, e.tolist(), strict=True))
             err.update(zip(todo, b.tolist(), strict=True))
             exact.update(zip(extra, r.tolist(), strict=True))
             passes += 1
+            newton_from = None if slope is None else (1.0 / cand[j], *slope)
+            fused = False
         if not all(np.isfinite(est[i]) and np.isfinite(err[i]) for i in est):
             break
         window = range(lo, hi + 1)
@@ -1377,6 +1443,20 @@ def _grid_search(
                 float(cand[chosen]), top, chosen in (0, n_cand - 1), passes + hp
             )
         guess = best
+        if newton_from is not None:
+            # The first window did not settle it: a float32 Newton step on all
+            # the data from its middle (within the subsample's reach) places
+            # the next, with the candidates already known reused.
+            at, g, h = newton_from
+            newton_from = None
+            if np.isfinite(g) and np.isfinite(h) and h > 0:
+                reach = 4.0 * se if np.isfinite(se) else np.inf
+                beta = min(
+                    max(at - g / h, beta0 - reach, beta_lo), beta0 + reach, beta_hi
+                )
+                j, lo, hi = around(beta, 3.0 * ((beta - at) / beta) ** 2)
+                guess = j
+                continue
         # Grow by one candidate first (the usual miss: the best is at an
         # edge), then by doubling steps (plateaus).
         if not left_ok:
@@ -1450,7 +1530,7 @@ def _solve_continuous(
     steer = _float32_range(lo, hi)
     edge = 0
     if steer:
-        x, se, _, edge = _warm_start(rows, lo, hi, start)
+        x, se, last, edge = _warm_start(rows, lo, hi, start)
     else:  # beyond float32's range: no float32 steering
         x, se = min(max(start, lo), hi), np.inf
     tau = max(tol * max(x, lo), 5e-324)
@@ -1501,9 +1581,12 @@ def _solve_continuous(
         step = info[p][2]
         x = min(max(p - step, lo), hi) if np.isfinite(step) else x
         settled = None
+    # Float64 Newton straddles the minimiser in its second read when its
+    # first starts within about 1e-6: float32 steps get there (or the warm
+    # start did, when its sample was all the data and its last step small).
     while passes < 3:  # at most 3 reads before the float64 phase
-        if not steer or se == 0.0 or not lo < x < hi:
-            break  # the subsample was all the data, or the answer is an end
+        if not steer or not lo < x < hi or (se == 0.0 and not last > 1.5e-3):
+            break  # the answer is an end, or close enough
         _, g, h = _derivatives(rows, [x], "float32")[0]
         passes += 1
         if not (np.isfinite(g) and np.isfinite(h) and h > 0):
@@ -1563,7 +1646,11 @@ def _solve_continuous(
             if v - u > reach:
                 parts = math.ceil((v - u) / reach)
                 points += [u + (v - u) * (i / parts) for i in range(1, parts)]
-        read(sorted(set(points)))
+        # (A straddle clamped to the bracket may land on a known end.)
+        points = sorted({q for q in points if q not in info})
+        if not points:
+            break
+        read(points)
     if settled is not None:
         beta = settled
     elif a == b:

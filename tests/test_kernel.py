@@ -180,9 +180,20 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
         assert np.allclose(got[:, 2], ref[:, 2], rtol=100 * rtol, atol=1e-4)
     # The float32 window: every estimate within its proven bound; the fused
     # float64 values are nll's, bit for bit.
-    est, err, exact = _window_pass32(rows, np.array(ts), exact=np.array(ts[:2]))
+    est, err, exact, none = _window_pass32(rows, np.array(ts), exact=np.array(ts[:2]))
     assert np.all(np.abs(est - ref[:, 0]) <= err)
     assert np.array_equal(exact, nll[:2])
+    assert none is None
+    # The same read gives F' and F'' at one of them: the float32 derivative
+    # pass's values (its bits above two classes, whose windows read float32
+    # exponentials too).
+    for at in range(len(ts)):
+        again, _, _, slope = _window_pass32(rows, np.array(ts), deriv_at=at)
+        assert np.array_equal(again, est)
+        _, g, h = _derivatives(rows, [1 / ts[at]], "float32")[0]
+        if z.shape[1] > 2:
+            assert slope == (g, h)
+        assert slope == pytest.approx((ref[at, 1], ref[at, 2]), rel=2e-2, abs=1e-4)
     # A view the kernel reads block by block gives the very same bits.
     view = _Rows(_strided_view(z), y, w)
     assert np.array_equal(_nll(view, ts), nll)
@@ -196,7 +207,7 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
 def test_window_bound_holds_against_high_precision(name, z, y, w):
     rows = _Rows(z[:60], y[:60], w[:60])
     ts = np.array([0.3, 1.0, 2.5])
-    est, err, _ = _window_pass32(rows, ts)
+    est, err, _, _ = _window_pass32(rows, ts)
     exact, _ = _exact_losses(rows, ts)
     assert np.all(np.abs(est - np.array([float(v) for v in exact])) <= err)
 

@@ -635,3 +635,66 @@ def test_public_evaluators_take_huge_weights():
         assert derivatives(logits, y, 1.3, huge) == pytest.approx(
             derivatives(logits, y, 1.3), rel=1e-14
         )
+
+
+# --------------------------------------------------------------------------
+# Large inputs: the first window placed from the subsample (with F' and F''
+# read in the same pass), or after a float32 Newton step on all the data.
+
+
+@pytest.fixture(scope="module")
+def large_problem():
+    rng = np.random.default_rng(7)
+    n, k = 300_000, 3
+    logits = rng.normal(scale=2.0, size=(n, k)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.6, logits.argmax(1), rng.integers(0, k, n))
+    grid = default_temperatures()
+    losses = nll_many(logits, y, grid)
+    best = int(np.argmin(losses))
+    # A clear winner (no near-tie for the float64 values to settle).
+    assert np.sort(losses)[1] - losses[best] > 1e-12
+    return logits, y, grid, best
+
+
+@pytest.mark.parametrize(
+    ("offset", "spread", "path"),
+    [
+        (0.002, 0.5, "fused"),  # the leaning window holds the answer
+        (0.03, 0.5, "fused"),  # it misses: Newton from its middle
+        (-0.03, 5.0, "newton"),  # a float32 Newton step first
+        (0.03, 5.0, "newton"),
+    ],
+)
+def test_large_inputs_find_the_brute_force_answer(
+    large_problem, monkeypatch, offset, spread, path
+):
+    import skts._temperature as numerics
+
+    logits, y, grid, best = large_problem
+    beta = 1.0 / grid[best]
+    spacing = math.log(grid[best + 1] / grid[best])
+    # The warm start's answer, off by `offset`, with a standard error of
+    # `spread` candidate spacings (the data are large: it is a subsample's).
+    start = beta * (1 + offset)
+    curvature = derivatives(logits[::20], y[::20], start)[2]  # a subsample's
+    monkeypatch.setattr(
+        numerics,
+        "_warm_start",
+        lambda *a: (start, spread * spacing * beta, curvature, 0),
+    )
+    windows = []
+    window = numerics._window_pass32
+
+    def spy(rows, temperatures, *a, **kw):
+        windows.append((len(temperatures), kw.get("deriv_at")))
+        return window(rows, temperatures, *a, **kw)
+
+    monkeypatch.setattr(numerics, "_window_pass32", spy)
+    result = grid_search(logits, y, grid)
+    assert result.temperature == grid[best]
+    assert (windows[0][1] is not None) == (path == "fused")
+    # One window when the subsample was close (plus, at most, float64 values
+    # for candidates too close for float32); a few reads otherwise.
+    assert result.n_passes <= (2 if abs(offset) < 0.005 else 4)
+    if abs(offset) < 0.005:
+        assert len(windows) == 1
