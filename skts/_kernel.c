@@ -17,8 +17,8 @@ static ptrdiff_t chunk_rows(ptrdiff_t k) {
 size_t skts_scratch_bytes(ptrdiff_t k) {
     const ptrdiff_t r = chunk_rows(k);
     const ptrdiff_t n = r * k;
-    /* d (float64 or float32), a float64 staging copy, and 16 row arrays */
-    return (size_t)(2 * n + 16 * r + 64) * sizeof(double);
+    /* d (float64 or float32), a float64 staging copy, and 20 row arrays */
+    return (size_t)(2 * n + 20 * r + 64) * sizeof(double);
 }
 
 /* Row maxima (and minima) of a row-major chunk: exact in any order, so in
@@ -329,6 +329,83 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         for (int q = 0; q < L; q++) a[q] += (double)b[q];                     \
     }
 
+/* sums64 (with moments) at beta and at beta + delta, |delta| <= 1e-9 beta,
+   in one read: the second point's exponentials are the first's times
+   P(v) = 1 + v + v^2/2 + v^3/6, v = delta d (|v| < 1e-6 wherever beta d is
+   above the clamp; 0 where it is clamped). P carries one rounding and the
+   product another, so each exponential stays within 4.4u + 2u of its value,
+   inside the 4 ulp per exponential that the slopes' bound counts; the
+   truncation, below v^4/24, is far below u. */
+#define PAIR_TERM(DV)                                                         \
+    double x = (DV) * beta;                                                   \
+    const int low = x < SKTS_EXP_FLOOR;                                       \
+    x = low ? SKTS_EXP_FLOOR : x;                                             \
+    const double e = skts_exp64(x);                                           \
+    const double v = low ? 0.0 : (DV) * delta;                                \
+    const double p = 1.0 + v * (1.0 + v * (0.5 + v * (1.0 / 6.0)));          \
+    const double e2 = e * p;                                                  \
+    double x2 = (DV) * beta2;                                                 \
+    x2 = x2 < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x2;                           \
+    const double ex = e * x, ex2 = e2 * x2;
+INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
+                        double beta2, double *s, double *s1, double *s2,
+                        double *t, double *t1, double *t2) {
+    const double delta = beta2 - beta; /* exact: the two are that close */
+    if (k <= SKTS_TRANSPOSE_MAX) {
+        for (ptrdiff_t i = 0; i < r; i++)
+            s[i] = s1[i] = s2[i] = t[i] = t1[i] = t2[i] = 0.0;
+        for (ptrdiff_t j = 0; j < k; j++) {
+            const double *dj = d + j * r;
+            for (ptrdiff_t i = 0; i < r; i++) {
+                PAIR_TERM(dj[i])
+                s[i] += e;
+                s1[i] += ex;
+                s2[i] += ex * x;
+                t[i] += e2;
+                t1[i] += ex2;
+                t2[i] += ex2 * x2;
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double *row = d + i * k;
+        double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
+        double b[L] = {0}, b1[L] = {0}, b2[L] = {0};
+        ptrdiff_t j = 0;
+        const ptrdiff_t rem = k % L;
+        for (; j + L <= k; j += L)
+            for (int q = 0; q < L; q++) {
+                PAIR_TERM(row[j + q])
+                a[q] += e;
+                a1[q] += ex;
+                a2[q] += ex * x;
+                b[q] += e2;
+                b1[q] += ex2;
+                b2[q] += ex2 * x2;
+            }
+        if (rem)
+            for (int q = 0; q < L; q++) {
+                /* the tail as one vector (see sums64) */
+                const int in = q < rem;
+                const double dv = in ? row[j + q] : 0.0;
+                PAIR_TERM(dv)
+                a[q] += in ? e : 0.0;
+                a1[q] += in ? ex : 0.0;
+                a2[q] += in ? ex * x : 0.0;
+                b[q] += in ? e2 : 0.0;
+                b1[q] += in ? ex2 : 0.0;
+                b2[q] += in ? ex2 * x2 : 0.0;
+            }
+        s[i] = tree16(a);
+        s1[i] = tree16(a1);
+        s2[i] = tree16(a2);
+        t[i] = tree16(b);
+        t1[i] = tree16(b1);
+        t2[i] = tree16(b2);
+    }
+}
+
 /* The same in float32 arithmetic, accumulated in float64. */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
                    int moments, double *s, double *s1, double *s2, float *f1,
@@ -434,6 +511,8 @@ void skts_block(const skts_args *a, void *scratch) {
     double *v4 = rows + 10 * rc, *spread = rows + 11 * rc;
     float *f1 = (float *)(rows + 12 * rc), *f2 = (float *)(rows + 13 * rc);
     double *ls = rows + 14 * rc;
+    /* SKTS_SLOPES with pair: the second beta's row sums, from the first read */
+    double *t0 = rows + 15 * rc, *t1 = rows + 16 * rc, *t2 = rows + 17 * rc;
     const double unit64 = 0x1p-53, unit32 = 0x1p-24;
     const double log2k = log2((double)(k > 2 ? k : 2));
     /* wide rows' float32 runs in S (see sums32) */
@@ -514,8 +593,16 @@ void skts_block(const skts_args *a, void *scratch) {
                                  : a->deriv_at == q ? 2 : a->first_spread == q;
                 sums32(d32, r, k, (float)beta, nmom, s, s1, s2, f1, f2);
             } else {
-                sums64(d64, r, k, beta, a->mode != SKTS_NLL &&
-                       !(a->mode == SKTS_SLOPES && !a->moments), s, s1, s2);
+                const int mom = a->mode != SKTS_NLL &&
+                                !(a->mode == SKTS_SLOPES && !a->moments);
+                if (a->pair && mom && q == 0) {
+                    sums64_pair(d64, r, k, beta, a->betas[1], s, s1, s2, t0, t1, t2);
+                } else if (a->pair && mom && q == 1) {
+                    for (ptrdiff_t i = 0; i < r; i++)
+                        s[i] = t0[i], s1[i] = t1[i], s2[i] = t2[i];
+                } else {
+                    sums64(d64, r, k, beta, mom, s, s1, s2);
+                }
             }
             /* log S in a loop of its own: it vectorises there */
             for (ptrdiff_t i = 0; i < r; i++) ls[i] = skts_log64(s[i]);

@@ -217,6 +217,9 @@ typedef struct {
     int facts;           /* SKTS_SLOPES: compute the three exact facts */
     int first_spread;    /* SKTS_WINDOW: index of the beta measuring E_p|d| (-1: use spread; the binary window always measures) */
     double spread;       /* SKTS_WINDOW: a known bound on E_p[-d] */
+    int pair;            /* SKTS_SLOPES (float64, moments): betas[1] is within
+                            1e-9 relative of betas[0], and its exponentials are
+                            derived from betas[0]'s in the same read */
     int deriv_at;        /* SKTS_WINDOW: index of the beta where F' and F''
                             are also wanted (float32 exponentials), or -1 */
     double *out;         /* this block's results */

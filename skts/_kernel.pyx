@@ -36,6 +36,7 @@ cdef extern from "_kernel.h" nogil:
         int first_spread
         double spread
         int deriv_at
+        int pair
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -83,7 +84,8 @@ def supports(logits, strided=True):
 def block_pass(
     logits, y, sample_weight, double total, betas, temperatures, int mode, *,
     bint single=False, bint second=True, bint moments=True, bint facts=False,
-    int first_spread=0, double spread=0.0, int deriv_at=-1, int n_threads=1,
+    int first_spread=0, double spread=0.0, int deriv_at=-1, bint pair=False,
+    int n_threads=1,
 ):
     """Per-block weighted sums (one row per block of ``_blocks``).
 
@@ -143,6 +145,7 @@ def block_pass(
     base.first_spread = first_spread
     base.spread = spread
     base.deriv_at = deriv_at
+    base.pair = pair and nt >= 2 and abs(b_v[1] - b_v[0]) <= 1e-9 * b_v[0]
     cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef Py_ssize_t b, row0
     cdef skts_args a

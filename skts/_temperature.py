@@ -587,18 +587,29 @@ def _slopes_part(
 ):
     """:func:`_slopes`' per-block ``(sums, (top, bottom, varies))``."""
     ts = np.asarray(temperatures, dtype=np.float64)
+    order, pair = np.arange(ts.shape[0]), False
+    betas = 1.0 / ts
+    for i in range(ts.shape[0] - 1 if moments else 0):
+        if abs(betas[i + 1] - betas[i]) <= 1e-9 * betas[i]:
+            # Two points that close (a straddle) share their exponentials:
+            # the kernel reads them first, as a pair.
+            rest = [q for q in range(ts.shape[0]) if q not in (i, i + 1)]
+            order, pair = np.array([i, i + 1, *rest]), True
+            break
     sums, found = _kernel_pass(
         logits,
         y,
         sample_weight,
         total,
-        1.0 / ts,
-        ts,
+        betas[order],
+        ts[order],
         _kernel.SLOPES,
         n_jobs,
         moments=moments,
         facts=facts,
+        pair=pair,
     )
+    sums[:, order] = sums.copy()  # (back in the order asked)
     if not moments:
         sums[:, :, 1:3] = np.nan
         sums[:, :, 3:] = np.inf
@@ -626,8 +637,9 @@ def _slopes(
     in float64, with a proven bound on the error of ``F'``; one read.
 
     ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
-    clamped at -700 as there). With ``moments=False`` only ``F`` and the
-    exact facts are computed (about half the work); ``F'`` and ``F''`` are
+    clamped at -700 as there), bit for bit but at the second point of a pair
+    (see the Notes). With ``moments=False`` only ``F`` and the exact facts are
+    computed (about half the work); ``F'`` and ``F''`` are
     then NaN and their bound infinite. With ``facts=False`` the exact facts
     are not computed (both reported False): reads inside the range need none.
 
@@ -636,7 +648,10 @@ def _slopes(
     Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
     ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
     slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
-    (the kernel's polynomial, ``skts/_kernel.h``: below 4.4u) and
+    (the kernel's polynomial, ``skts/_kernel.h``: below 4.4u; at the second
+    of two points within 1e-9 relative of each other, read as a pair, the
+    first's exponential times a cubic in ``(beta_2 - beta_1) d``: two more
+    roundings, below 6.4u) and
     ``3 u beta |d_j|`` from the roundings of ``d_j``, ``beta = 1/T`` and
     ``x_j = beta d_j``; ``log S`` stays within 5u; the sums of the ``K``
     same-signed terms add ``K u``.

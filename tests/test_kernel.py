@@ -71,6 +71,30 @@ def test_log_and_log1p_within_their_proven_bounds():
     assert _rel_error(_kernel._log1p64(e), exact).max() < 5 * U64
 
 
+@pytest.mark.parametrize("k", [3, 100])
+def test_a_pair_of_close_points_shares_one_read_of_exponentials(k):
+    # pair=True: the second beta's exponentials are derived from the first's
+    # (the same values to a few units of the last place, often the same
+    # bits); betas further apart than 1e-9 relative are read one by one
+    # whatever is asked.
+    rng = np.random.default_rng(3)
+    z = rng.normal(scale=4.0, size=(3000, k))
+    y = rng.integers(0, k, 3000)
+
+    def run(betas, pair):
+        sums, _ = _kernel.block_pass(
+            z, y, None, 3000.0, betas, [1 / b for b in betas], _kernel.SLOPES, pair=pair
+        )
+        return sums.sum(axis=0)
+
+    close = [0.4, 0.4 * (1 + 5e-10)]
+    shared, apart = run(close, True), run(close, False)
+    assert np.array_equal(shared[0], apart[0])  # the first point: the same
+    assert np.allclose(shared[1], apart[1], rtol=1e-13, atol=0)
+    far = [0.4, 0.41]
+    assert np.array_equal(run(far, True), run(far, False))
+
+
 @pytest.mark.parametrize(
     ("degree", "unit", "claimed"),
     [(13, Fraction(1, 2**53), 2.9), (7, Fraction(1, 2**24), 2.9)],
@@ -171,6 +195,17 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
     varies = bool(np.any((z.max(1) > z.min(1)) & live))
     assert slopes.separable == (bool(np.all((zy == z.max(1))[live])) and varies)
     assert slopes.anti_separable == (bool(np.all((zy == z.min(1))[live])) and varies)
+    # Two points 1e-10 apart (a straddle) read as a pair, the second's
+    # exponentials from the first's: F' still within its bound, F within
+    # nll's, and at the first point nll's bits.
+    for t in (0.7, 3.0):
+        pair = [t, t * (1 + 1e-10)]
+        got = _slopes(rows, pair)
+        near = _reference(z, y, w, pair)
+        assert np.all(np.abs(got.values[:, 1] - near[:, 1]) <= got.bound)
+        assert np.all(np.abs(got.values[:, 0] - near[:, 0]) <= c64 * (np.abs(near[:, 0]) + 1))
+        assert np.allclose(got.values[:, 2], near[:, 2], rtol=1e-9, atol=1e-12)
+        assert got.values[0, 0] == _nll(rows, pair[:1])[0]
     # Derivatives in beta (float32 and float64 arithmetic): steering values.
     betas = [1 / t for t in ts]
     for precision, rtol in (("float64", 1e-9), ("float32", 2e-4)):
