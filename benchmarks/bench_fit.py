@@ -9,8 +9,8 @@ minutes on 2 cores with every peer installed)::
     python benchmarks/bench_fit.py --load 2        # with 2 CPU-bound processes running
     python benchmarks/bench_fit.py --memory        # peak memory, fresh processes
 
-Run it on a machine idle for a minute: ``n_jobs=None`` uses the cores that
-the 1-minute load average leaves idle (the "threads" column says how many).
+Run it on an idle machine, nothing else running (the "threads" column says
+how many threads skts's ``n_jobs=None`` uses: every core from 2**18 logits).
 
 Per shape (float32 logits, the default 1001-candidate grid, ``n_jobs=None``):
 
@@ -548,7 +548,7 @@ def main(argv=None):
     ]
     try:
         if hogs:
-            time.sleep(60)  # until the 1-minute load average shows them
+            time.sleep(1)  # (they are running)
         bandwidth = read_bandwidth(cores)
         exp_rate = _kernel.exp32_rate(cores)
         print(

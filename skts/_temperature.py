@@ -22,7 +22,6 @@ import itertools
 import math
 import os
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+# GNU OpenMP reads its environment once, when it loads (here, with the
+# kernel): unless the user says otherwise, idle workers spin for a few
+# microseconds between passes, not for the default 300,000 spins (about a
+# millisecond), then sleep. On a busy machine a spinning worker takes the time
+# slices that the working ones need. The environment is restored at once.
+_SPIN = {"GOMP_SPINCOUNT": "3000"}
+_SET = [
+    key
+    for key in _SPIN
+    if "OMP_WAIT_POLICY" not in os.environ and key not in os.environ
+]
+os.environ.update({key: _SPIN[key] for key in _SET})
 try:
     from skts import _kernel
 except ImportError as exc:  # pragma: no cover - a source tree without a build
@@ -40,6 +51,9 @@ except ImportError as exc:  # pragma: no cover - a source tree without a build
         "folder), or, to work in it, `pip install meson-python meson ninja "
         "cython` then `pip install --no-build-isolation -e .`."
     ) from exc
+finally:
+    for _key in _SET:
+        os.environ.pop(_key, None)
 
 __all__ = [
     "BoundaryTemperatureWarning",
@@ -184,66 +198,19 @@ def _map_blocks(
 _CORES = os.cpu_count() or 1
 
 
-def _others_running() -> int | None:
-    """Threads of other processes that are running or waiting for a core now:
-    the kernel's count of runnable threads (``/proc/loadavg``) less this
-    process's own (``/proc/self/task``: the calling thread, and any worker
-    still spinning after a pass). ``None`` without ``/proc``.
-
-    The load average would count this process's own recent passes as load
-    and make a long run of fits shed its own threads.
-    """
-    try:
-        own = 0
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:  # (a thread that has just ended)
-                continue
-            own += stat[stat.rindex(b")") + 2 :][:1] == b"R"
-        with open("/proc/loadavg", "rb") as f:
-            running = int(f.read().split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return max(0, running - max(own, 1))
-
-
-_LOAD = {"at": -1.0, "busy": 0.0}
-
-
-def _busy_cores() -> float:
-    """Cores that other processes keep busy, looked up at most every 0.1 s
-    (so the passes of one fit agree): their runnable threads now, or where
-    ``/proc`` is missing, the 1-minute load average less this thread (none
-    on Windows)."""
-    now = time.monotonic()
-    if now - _LOAD["at"] >= 0.1:
-        others = _others_running()
-        if others is None:
-            try:
-                others = os.getloadavg()[0] - 1.0
-            except (AttributeError, OSError):  # (no load average: Windows)
-                others = 0.0
-        _LOAD["busy"] = float(others)
-        _LOAD["at"] = now
-    return _LOAD["busy"]
-
-
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass.
 
-    ``None`` uses, from 2**18 logits on, every core that other processes leave
-    idle (:func:`_busy_cores`). Below 2**18 logits a pass takes about a
-    millisecond, and threads cost more than they save. On a busy machine a
-    thread the scheduler sets aside stalls the whole pass for a time slice, so
-    there fewer threads finish sooner.
+    ``None`` uses every core from 2**18 logits on; below, a pass takes about a
+    millisecond, and threads cost more than they save. On a busy machine too:
+    the blocks are shared out dynamically and idle workers sleep at once (see
+    ``GOMP_SPINCOUNT`` above), so a thread the scheduler sets aside delays a
+    pass by a block, not a time slice, and two threads still get more of the
+    machine than one.
     """
     cores = _CORES
     if n_jobs is None:
-        if n_elements < 1 << 18 or cores == 1:
-            return 1
-        return max(1, min(cores, int(cores - _busy_cores() + 0.5)))
+        return 1 if n_elements < 1 << 18 else cores
     if n_jobs < 0:
         return max(1, cores + 1 + n_jobs)
     return max(1, int(n_jobs))
@@ -1370,6 +1337,7 @@ def _grid_search(
             # Newton's error after a step is about the step squared (times a
             # curvature ratio, a few units on real data).
             newton_error = 3.0 * ((beta - beta0) / beta) ** 2
+
     # The candidate nearest to 1/beta (in log T) is the likely answer; look at
     # it and its neighbours: one on each side, more when the Newton step may
     # have missed it by more than a grid step (a wider first window costs
@@ -1530,9 +1498,10 @@ def _solve_continuous(
     (between the bracket ends and the points) wider than ``tau * 4**(r - 1)``,
     ``r`` the reads left (at most three per gap), so whatever the signs the
     bracket is at most ``tau`` wide when the budget is spent; on smooth data
-    that costs no point until the budget is nearly spent. Newton steps (two points straddling the target, in
-    one read, once Newton is in its quadratic phase) usually end it after 2 or
-    3 float64 reads. The search also stops at a point where
+    that costs no point until the budget is nearly spent. Newton steps (two
+    points straddling the target, in one read, once Newton is in its
+    quadratic phase; read as a pair, they cost little more than one) usually
+    end it after 2 or 3 float64 reads. The search also stops at a point where
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
     side of it the minimiser lies.
     """
@@ -1621,7 +1590,9 @@ def _solve_continuous(
         # read can cut a gap in four (three points): reach = tau 4**r, r the
         # reads left after this one (in logs: it may exceed the float range).
         left = budget - passes - 1
-        reach = math.inf if 2 * left + math.log2(tau) > 1000 else math.ldexp(tau, 2 * left)
+        reach = (
+            math.inf if 2 * left + math.log2(tau) > 1000 else math.ldexp(tau, 2 * left)
+        )
         points = [target]
         near = [p for p in info if a <= p <= b]
         if near:
