@@ -347,25 +347,35 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
     double x2 = (DV) * beta2;                                                 \
     x2 = x2 < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x2;                           \
     const double ex = e * x, ex2 = e2 * x2;
+/* (restrict: six accumulators and a column are more arrays than the
+   vectoriser checks for overlap at run time) */
+INLINE void pair_columns(const double *restrict d, ptrdiff_t r, ptrdiff_t k,
+                         double beta, double beta2, double delta,
+                         double *restrict s, double *restrict s1,
+                         double *restrict s2, double *restrict t,
+                         double *restrict t1, double *restrict t2) {
+    for (ptrdiff_t i = 0; i < r; i++)
+        s[i] = s1[i] = s2[i] = t[i] = t1[i] = t2[i] = 0.0;
+    for (ptrdiff_t j = 0; j < k; j++) {
+        const double *restrict dj = d + j * r;
+        for (ptrdiff_t i = 0; i < r; i++) {
+            PAIR_TERM(dj[i])
+            s[i] += e;
+            s1[i] += ex;
+            s2[i] += ex * x;
+            t[i] += e2;
+            t1[i] += ex2;
+            t2[i] += ex2 * x2;
+        }
+    }
+}
+
 INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
                         double beta2, double *s, double *s1, double *s2,
                         double *t, double *t1, double *t2) {
     const double delta = beta2 - beta; /* exact: the two are that close */
     if (k <= SKTS_TRANSPOSE_MAX) {
-        for (ptrdiff_t i = 0; i < r; i++)
-            s[i] = s1[i] = s2[i] = t[i] = t1[i] = t2[i] = 0.0;
-        for (ptrdiff_t j = 0; j < k; j++) {
-            const double *dj = d + j * r;
-            for (ptrdiff_t i = 0; i < r; i++) {
-                PAIR_TERM(dj[i])
-                s[i] += e;
-                s1[i] += ex;
-                s2[i] += ex * x;
-                t[i] += e2;
-                t1[i] += ex2;
-                t2[i] += ex2 * x2;
-            }
-        }
+        pair_columns(d, r, k, beta, beta2, delta, s, s1, s2, t, t1, t2);
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
