@@ -210,6 +210,25 @@ INLINE double tree16(const double *a) {
     return (c[0] + c[2]) + (c[1] + c[3]);
 }
 
+/* One vector of a wide row in float64: lanes q with IN add exp(x) (and,
+   with MOM, e x and e x x) to a, a1, a2; the others add +0, so the sums
+   keep their bits. Lanes past the row's end read on into the (zeroed)
+   scratch buffer, harmlessly. */
+#define LANES64(MOM, IN)                                                      \
+    for (int q = 0; q < L; q++) {                                             \
+        const double v = row[j + q];                                          \
+        double x = (IN) ? v * beta : 0.0;                                     \
+        x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;                          \
+        const double ev = skts_exp64(x);                                      \
+        const double e = (IN) ? ev : 0.0;                                     \
+        a[q] += e;                                                            \
+        if (MOM) {                                                            \
+            const double ex = e * x;                                          \
+            a1[q] += ex;                                                      \
+            a2[q] += ex * x;                                                  \
+        }                                                                     \
+    }
+
 /* Row sums of e = exp(x), e x and e x x with x = max(beta d, floor), in
    float64 arithmetic. Sums over classes follow the classes in order
    (class-major) or run in 16 lanes added by tree16 (row-major). */
@@ -245,48 +264,11 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         ptrdiff_t j = 0;
         const ptrdiff_t rem = k % L;
         if (moments) {
-            for (; j + L <= k; j += L)
-                for (int q = 0; q < L; q++) {
-                    double x = row[j + q] * beta;
-                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-                    const double e = skts_exp64(x);
-                    const double ex = e * x;
-                    a[q] += e;
-                    a1[q] += ex;
-                    a2[q] += ex * x;
-                }
-            if (rem)
-                for (int q = 0; q < L; q++) {
-                    /* The tail as one vector: lanes past the row read on
-                       into the (zeroed) scratch buffer and add +0, so the
-                       sums keep their bits. */
-                    const int in = q < rem;
-                    const double v = row[j + q];
-                    double x = in ? v * beta : 0.0;
-                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-                    const double ev = skts_exp64(x);
-                    const double e = in ? ev : 0.0;
-                    const double ex = e * x;
-                    a[q] += e;
-                    a1[q] += ex;
-                    a2[q] += ex * x;
-                }
+            for (; j + L <= k; j += L) LANES64(1, 1)
+            if (rem) LANES64(1, q < rem)
         } else {
-            for (; j + L <= k; j += L)
-                for (int q = 0; q < L; q++) {
-                    double x = row[j + q] * beta;
-                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-                    a[q] += skts_exp64(x);
-                }
-            if (rem)
-                for (int q = 0; q < L; q++) {
-                    const int in = q < rem;
-                    const double v = row[j + q];
-                    double x = in ? v * beta : 0.0;
-                    x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
-                    const double e = skts_exp64(x);
-                    a[q] += in ? e : 0.0;
-                }
+            for (; j + L <= k; j += L) LANES64(0, 1)
+            if (rem) LANES64(0, q < rem)
         }
         s[i] = tree16(a);
         if (moments) {
