@@ -75,9 +75,9 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
     n_jobs : int, default=None
         Threads over row blocks (OpenMP threads of the compiled pass) in the
         search and in the predictions: ``None`` uses, from 2**18 logits on,
-        every core (below, one), ``-1`` all cores, ``k`` k threads. The answer does not depend on it:
-        every block's sums are added in block order. (On Dask arrays the
-        scheduler's workers run the blocks.)
+        every core (below, one), ``-1`` all cores, ``k`` k threads. The
+        answer does not depend on it: every block's sums are added in block
+        order. (On Dask arrays the scheduler's workers run the blocks.)
 
     dtype : {np.float64, np.float32}, default=np.float64
         Floating type of what :meth:`predict_proba`, :meth:`predict_log_proba`,

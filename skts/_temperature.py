@@ -1144,7 +1144,10 @@ def _warm_start(
     sample = _Rows(sub, sub_y, sub_w)
     found: list[int] = []
 
-    def moments(rows: _Rows, seen: dict):
+    def moments(rows: _Rows, seen: dict, want_facts: bool = True):
+        """``deriv(beta)`` on ``rows``; with ``want_facts``, its first read also
+        records which end the rows point to (in ``found``)."""
+
         def deriv(b: float):
             if b in seen:
                 return tuple(seen[b][:3])
@@ -1158,7 +1161,7 @@ def _warm_start(
                 _kernel.DERIV,
                 None,
                 single=True,
-                facts=not found,
+                facts=want_facts and not found,
             )
             if facts is not None:
                 top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
@@ -1173,10 +1176,8 @@ def _warm_start(
     deriv = moments(small_rows, seen_small)
     if tiny_stride > stride:
         # (the exact facts come from the first read of small_rows below)
-        tiny = moments(every(tiny_stride), {})
-        found.append(0)
+        tiny = moments(every(tiny_stride), {}, want_facts=False)
         beta0, _ = _newton_beta(tiny, lo, hi, beta0, rtol=1e-2)
-        found.clear()
     _, g, h = deriv(beta0)
     edge = found[0]
     if edge:
