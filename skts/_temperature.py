@@ -1308,11 +1308,7 @@ def _grid_search(
         if np.isfinite(check.steps[k]):
             beta = min(max(end_beta - check.steps[k], beta_lo), beta_hi)
         se = 0.0
-    elif (
-        not 3.0 * se <= 0.01 * beta0
-        and se <= _spacing(cand, beta0) * beta0
-        and getattr(rows, "fused_window", True)
-    ):
+    elif not 3.0 * se <= 0.01 * beta0 and se <= _spacing(cand, beta0) * beta0:
         # The subsample leaves the minimum uncertain by a grid step or so (one
         # standard error): a window leaning towards its answer usually holds
         # it. That window also reads F' and F'' at its middle: if it settles
@@ -1320,10 +1316,9 @@ def _grid_search(
         # next one (below).
         fused = True
     elif not 3.0 * se <= 0.01 * beta0:
-        # (Device arrays: their window pass has no derivatives.) One full
-        # float32 Newton step from the subsample's answer before looking at
-        # candidates. The gradient needs all the data; the curvature, a smooth
-        # average, comes from the subsample.
+        # Further off: one full float32 Newton step from the subsample's
+        # answer before looking at candidates. The gradient needs all the
+        # data; the curvature, a smooth average, comes from the subsample.
         _, g, spread = _derivatives(rows, [beta0], "float32", second_moment=False)[0]
         passes += 1
         # The weighted mean of E_p[-d] at beta0 bounds its value at any larger
