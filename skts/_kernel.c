@@ -28,6 +28,8 @@ typedef float vf16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
 typedef double vd8 __attribute__((vector_size(64)));
 typedef int64_t vl8 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef double vd4 __attribute__((vector_size(32)));
 
 #define EXTREME(T, VT, VI, W, NAME, OP)                                       \
     INLINE double NAME(const T *row, ptrdiff_t k) {                           \
@@ -204,10 +206,43 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
 /* The sum of 16 lanes in a fixed tree order (halves added, four times):
    short dependency chains, the same bits on every machine. */
 INLINE double tree16(const double *a) {
-    double b[8], c[4];
-    for (int q = 0; q < 8; q++) b[q] = a[q] + a[q + 8];
-    for (int q = 0; q < 4; q++) c[q] = b[q] + b[q + 4];
+    /* b[q] = a[q] + a[q + 8], c[q] = b[q] + b[q + 4], (c0 + c2) + (c1 + c3):
+       in vector types, or the compiler adds lane by lane through memory */
+    vd8 lo, hi;
+    memcpy(&lo, a, sizeof lo);
+    memcpy(&hi, a + 8, sizeof hi);
+    const vd8 b = lo + hi;
+    vd4 b0, b1;
+    memcpy(&b0, &b, sizeof b0);
+    memcpy(&b1, (const double *)&b + 4, sizeof b1);
+    const vd4 c = b0 + b1;
     return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+/* a[q] = (double)b[q] for 16 lanes (exact) */
+INLINE void widen(double *a, const float *b) {
+    vf8 b0, b1;
+    memcpy(&b0, b, sizeof b0);
+    memcpy(&b1, b + 8, sizeof b1);
+    const vd8 lo = __builtin_convertvector(b0, vd8);
+    const vd8 hi = __builtin_convertvector(b1, vd8);
+    memcpy(a, &lo, sizeof lo);
+    memcpy(a + 8, &hi, sizeof hi);
+}
+
+/* a[q] += (double)b[q] for 16 lanes (float32 lanes into float64 ones), in
+   vector types for the same reason. */
+INLINE void widen_add(double *a, const float *b) {
+    vf8 b0, b1;
+    memcpy(&b0, b, sizeof b0);
+    memcpy(&b1, b + 8, sizeof b1);
+    vd8 lo, hi;
+    memcpy(&lo, a, sizeof lo);
+    memcpy(&hi, a + 8, sizeof hi);
+    lo += __builtin_convertvector(b0, vd8);
+    hi += __builtin_convertvector(b1, vd8);
+    memcpy(a, &lo, sizeof lo);
+    memcpy(a + 8, &hi, sizeof hi);
 }
 
 /* One vector of a wide row in float64: lanes q with IN add exp(x) (and,
@@ -303,12 +338,12 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         for (ptrdiff_t t = 0; t < runs; t++) {                                \
             float b[L] = {0};                                                 \
             for (int u = 0; u < SKTS_RUN32; u++, j += L) LANES32(MOM, 1)      \
-            for (int q = 0; q < L; q++) a[q] += (double)b[q];                 \
+            widen_add(a, b);                                                  \
         }                                                                     \
         float b[L] = {0};                                                     \
         for (; j + L <= k; j += L) LANES32(MOM, 1)                            \
         if (rem) LANES32(MOM, q < rem)                                        \
-        for (int q = 0; q < L; q++) a[q] += (double)b[q];                     \
+        widen_add(a, b);                                                      \
     }
 
 /* sums64 (with moments) at beta and at beta + delta, |delta| <= 1e-9 beta,
@@ -454,7 +489,8 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
         s[i] = tree16(a);
         if (moments) {
             double c1[L], c2[L];
-            for (int q = 0; q < L; q++) c1[q] = a1[q], c2[q] = a2[q];
+            widen(c1, a1);
+            widen(c2, a2);
             s1[i] = tree16(c1);
             s2[i] = tree16(c2);
         }

@@ -311,12 +311,48 @@ def _weight_part(sample_weight: NDArray, n_classes: int) -> list[float]:
 def _fold(combine, parts):
     """``combine`` over ``parts`` from the first, in order: the canonical
     summation order of every pass (``0 + a == a``, so starting from the first
-    part gives the bits of starting from zero)."""
+    part gives the bits of starting from zero).
+
+    ``parts`` stacked in an array (``_add``) or in :class:`_Stacked` are
+    folded without a Python step per block, with the same bits."""
+    if isinstance(parts, _Stacked):
+        return parts.fold()
+    if isinstance(parts, np.ndarray) and combine is _add:
+        return _in_order(parts)
     it = iter(parts)
     acc = next(it)
     for part in it:
         acc = combine(acc, part)
     return acc
+
+
+def _in_order(a: NDArray) -> NDArray:
+    """``a[0] + a[1] + ...`` from the first, one addition after another:
+    :func:`_fold` with ``_add`` over the first axis, the same bits (a
+    cumulative sum adds in order; ``np.sum`` would add pairwise)."""
+    return np.cumsum(a, axis=0)[-1]
+
+
+class _Stacked:
+    """One pass's per-block results, stacked along a first (block) axis.
+
+    Iterating gives the per-block results that ``combine`` folds (what a Dask
+    reduction gathers, chunk after chunk); :func:`_fold` folds them here
+    with :func:`_in_order`, the same bits, without a Python step per block
+    (there are thousands of blocks when rows are long).
+    """
+
+    def __init__(self, block, fold, n_blocks: int):
+        self._block, self._fold_all, self._n = block, fold, n_blocks
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        return (self._block(i) for i in range(self._n))
+
+    def fold(self):
+        return self._fold_all()
 
 
 class _Rows:
@@ -581,11 +617,16 @@ def _slopes_part(
         sums[:, :, 1:3] = np.nan
         sums[:, :, 3:] = np.inf
     if found is None:
-        return [(part, (False, False, False)) for part in sums]
-    return [
-        (part, (bool(f[0]), bool(f[1]), bool(f[2])))
-        for part, f in zip(sums, found, strict=True)
-    ]
+        found = np.zeros((sums.shape[0], 3), dtype=bool)
+    found = found.astype(bool)
+    return _Stacked(
+        lambda i: (sums[i], (bool(found[i, 0]), bool(found[i, 1]), bool(found[i, 2]))),
+        lambda: (
+            _in_order(sums),
+            (bool(found[:, 0].all()), bool(found[:, 1].all()), bool(found[:, 2].any())),
+        ),
+        sums.shape[0],
+    )
 
 
 def _combine_slopes(a, b):
@@ -1057,11 +1098,23 @@ def _window_part(
     est[:, order], err[:, order] = sums[:, :, 0], sums[:, :, 1]
     # (zeros without deriv_at)
     gh = sums[:, :, 2:].sum(axis=1)
-    if not exact_t.size:
-        return [(e, b, [], d) for e, b, d in zip(est, err, gh, strict=True)]
     # The float64 values (nll's, bit for bit: the same blocks and kernel).
-    refs = _nll_part(logits, y, sample_weight, total, exact_t, n_jobs=n_jobs)
-    return [(e, b, [r], d) for e, b, r, d in zip(est, err, refs, gh, strict=True)]
+    refs = (
+        _nll_part(logits, y, sample_weight, total, exact_t, n_jobs=n_jobs)
+        if exact_t.size
+        else None
+    )
+    assert refs is None or refs.shape[0] == est.shape[0]  # the same blocks
+    return _Stacked(
+        lambda i: (est[i], err[i], [] if refs is None else [refs[i]], gh[i]),
+        lambda: (
+            _in_order(est),
+            _in_order(err),
+            [] if refs is None else [_in_order(refs)],
+            _in_order(gh),
+        ),
+        est.shape[0],
+    )
 
 
 def _combine_window(a, b):
