@@ -253,6 +253,22 @@ def xp_softmax(z, xp, temperature: float):
     return e / xp.sum(e, axis=1, keepdims=True)
 
 
+def _cumulants(xp, e, d, s):
+    """Each row's third and fourth cumulants of ``d`` under ``p = e / s`` (the
+    third and fourth derivatives of its ``log S`` in ``beta``), to steer."""
+    ed = e * d
+    m1 = xp.sum(ed, axis=1) / s
+    ed2 = ed * d
+    m2 = xp.sum(ed2, axis=1) / s
+    ed3 = ed2 * d
+    m3 = xp.sum(ed3, axis=1) / s
+    m4 = xp.sum(ed3 * d, axis=1) / s
+    mm = m1 * m1
+    k3 = m3 - m1 * (3.0 * m2 - 2.0 * mm)
+    k4 = m4 - 4.0 * m1 * m3 - 3.0 * m2 * m2 + mm * (12.0 * m2 - 6.0 * mm)
+    return [k3, k4]
+
+
 class _HostBlocks:
     """The logits as the high-precision evaluator reads them: one block of
     rows at a time, copied to the host."""
@@ -370,7 +386,7 @@ class XpRows(_Rows):
         slopes = self._derivatives([beta], "float64", True)
         return [(*p, np.asarray(g)[0, 1:3]) for p, g in zip(parts, slopes, strict=True)]
 
-    def _derivatives(self, betas, precision, second_moment):
+    def _derivatives(self, betas, precision, second_moment, higher=False):
         xp = self.xp
 
         def block(rows):
@@ -387,14 +403,15 @@ class XpRows(_Rows):
                 else:
                     third = -mean_d
                 loss = gap * beta + xp.log(s)
-                out.append(
-                    xp.stack([self._sum(scale, r) for r in (loss, mean_d + gap, third)])
-                )
+                terms = [loss, mean_d + gap, third]
+                if higher:
+                    terms += _cumulants(xp, e, d, s)
+                out.append(xp.stack([self._sum(scale, r) for r in terms]))
             return self._host(out)
 
         return self._each(block)
 
-    def _slopes(self, temperatures, moments, facts):
+    def _slopes(self, temperatures, moments, facts, higher=False):
         """:func:`skts._temperature._slopes_part` in the array's namespace."""
         xp = self.xp
         k_classes = self.n_classes
@@ -430,14 +447,10 @@ class XpRows(_Rows):
                     + (2.0 * k_classes + 12.0) * (m1x * t)
                     + 4.0 * t * (m2x + m1x * m1x)
                 ) + k_classes * t * (_FLUSH_X + _FLUSH * m1x)
-                out.append(
-                    xp.stack(
-                        [
-                            self._sum(scale, r)
-                            for r in (loss, slope, var_x, err, xp.abs(slope))
-                        ]
-                    )
-                )
+                terms = [loss, slope, var_x, err, xp.abs(slope)]
+                if higher:
+                    terms += _cumulants(xp, e, d, s)
+                out.append(xp.stack([self._sum(scale, r) for r in terms]))
             sums = self._host(out)
             if not moments:
                 nan = np.full(len(temperatures), np.nan)

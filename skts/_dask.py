@@ -279,7 +279,8 @@ def _run(z, y, w, partial, exponent, total, *args):
     y = np.asarray(y).astype(np.intp, copy=False)
     if w is not None:
         w = _scaled(w, exponent)
-    return partial(np.asarray(z), y, w, total, *args, n_jobs=1)
+    # (per-block results as a list: what the driver folds, plain to send)
+    return list(partial(np.asarray(z), y, w, total, *args, n_jobs=1))
 
 
 class DaskRows(_Rows):

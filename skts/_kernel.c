@@ -17,8 +17,8 @@ static ptrdiff_t chunk_rows(ptrdiff_t k) {
 size_t skts_scratch_bytes(ptrdiff_t k) {
     const ptrdiff_t r = chunk_rows(k);
     const ptrdiff_t n = r * k;
-    /* d (float64 or float32), a float64 staging copy, and 20 row arrays */
-    return (size_t)(2 * n + 20 * r + 64) * sizeof(double);
+    /* d (float64 or float32), a float64 staging copy, and 26 row arrays */
+    return (size_t)(2 * n + 26 * r + 64) * sizeof(double);
 }
 
 /* Row maxima (and minima) of a row-major chunk: exact in any order, so in
@@ -258,22 +258,68 @@ INLINE void widen_add(double *a, const float *b) {
         const double e = (IN) ? ev : 0.0;                                     \
         a[q] += e;                                                            \
         if (MOM) {                                                            \
-            const double ex = e * x;                                          \
+            const double ex = e * x, ex2 = ex * x;                            \
             a1[q] += ex;                                                      \
-            a2[q] += ex * x;                                                  \
+            a2[q] += ex2;                                                     \
+            if ((MOM) == 4) {                                                 \
+                const double ex3 = ex2 * x;                                   \
+                a3[q] += ex3;                                                 \
+                a4[q] += ex3 * x;                                             \
+            }                                                                 \
         }                                                                     \
     }
 
-/* Row sums of e = exp(x), e x and e x x with x = max(beta d, floor), in
-   float64 arithmetic. Sums over classes follow the classes in order
-   (class-major) or run in 16 lanes added by tree16 (row-major). */
+/* One class of a class-major chunk, with four moments (restrict: more arrays
+   than the vectoriser checks for overlap at run time). */
+INLINE void column4_64(const double *restrict dj, ptrdiff_t r, double beta,
+                       double *restrict s, double *restrict s1,
+                       double *restrict s2, double *restrict s3,
+                       double *restrict s4) {
+    for (ptrdiff_t i = 0; i < r; i++) {
+        double x = dj[i] * beta;
+        x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
+        const double e = skts_exp64(x);
+        const double ex = e * x, ex2 = ex * x, ex3 = ex2 * x;
+        s[i] += e;
+        s1[i] += ex;
+        s2[i] += ex2;
+        s3[i] += ex3;
+        s4[i] += ex3 * x;
+    }
+}
+INLINE void column4_32(const float *restrict dj, ptrdiff_t r, float beta,
+                       double *restrict s, float *restrict f1,
+                       float *restrict f2, float *restrict f3,
+                       float *restrict f4) {
+    for (ptrdiff_t i = 0; i < r; i++) {
+        float x = dj[i] * beta;
+        x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
+        const float e = skts_exp32(x);
+        const float ex = e * x, ex2 = ex * x, ex3 = ex2 * x;
+        s[i] += (double)e;
+        f1[i] += ex;
+        f2[i] += ex2;
+        f3[i] += ex3;
+        f4[i] += ex3 * x;
+    }
+}
+
+/* Row sums of e = exp(x), e x and e x x (moments 1; and e x^3, e x^4 with
+   moments 4) with x = max(beta d, floor), in float64 arithmetic. Sums over
+   classes follow the classes in order (class-major) or run in 16 lanes
+   added by tree16 (row-major). */
 INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
-                   int moments, double *s, double *s1, double *s2) {
+                   int moments, double *s, double *s1, double *s2, double *s3,
+                   double *s4) {
     if (k <= SKTS_TRANSPOSE_MAX) {
         for (ptrdiff_t i = 0; i < r; i++) s[i] = s1[i] = s2[i] = 0.0;
+        if (moments == 4)
+            for (ptrdiff_t i = 0; i < r; i++) s3[i] = s4[i] = 0.0;
         for (ptrdiff_t j = 0; j < k; j++) {
             const double *dj = d + j * r;
-            if (moments) {
+            if (moments == 4) {
+                column4_64(dj, r, beta, s, s1, s2, s3, s4);
+            } else if (moments) {
                 for (ptrdiff_t i = 0; i < r; i++) {
                     double x = dj[i] * beta;
                     x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;
@@ -295,10 +341,15 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
     }
     for (ptrdiff_t i = 0; i < r; i++) {
         const double *row = d + i * k;
-        double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
+        double a[L] = {0}, a1[L] = {0}, a2[L] = {0}, a3[L] = {0}, a4[L] = {0};
         ptrdiff_t j = 0;
         const ptrdiff_t rem = k % L;
-        if (moments) {
+        if (moments == 4) {
+            for (; j + L <= k; j += L) LANES64(4, 1)
+            if (rem) LANES64(4, q < rem)
+            s3[i] = tree16(a3);
+            s4[i] = tree16(a4);
+        } else if (moments) {
             for (; j + L <= k; j += L) LANES64(1, 1)
             if (rem) LANES64(1, q < rem)
         } else {
@@ -314,7 +365,7 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 }
 
 /* One vector of a wide row in float32: lanes q with IN add exp(x), and the
-   moments (MOM: 0, 1 or 2), to b, a1, a2; the others add +0. Lanes past the
+   moments (MOM: 0, 1, 2 or 4), to b, a1, a2 (a3, a4); the others add +0. Lanes past the
    row's end read on into the (zeroed) scratch buffer, harmlessly. */
 #define LANES32(MOM, IN)                                                      \
     for (int q = 0; q < L; q++) {                                             \
@@ -326,7 +377,15 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         const float ex = e * x;                                               \
         b[q] += e;                                                            \
         if ((MOM) >= 1) a1[q] += ex;                                          \
-        if ((MOM) == 2) a2[q] += ex * x;                                      \
+        if ((MOM) >= 2) {                                                     \
+            const float ex2 = ex * x;                                         \
+            a2[q] += ex2;                                                     \
+            if ((MOM) == 4) {                                                 \
+                const float ex3 = ex2 * x;                                    \
+                a3[q] += ex3;                                                 \
+                a4[q] += ex3 * x;                                             \
+            }                                                                 \
+        }                                                                     \
     }
 /* A wide row: S in runs of SKTS_RUN32 vectors summed in float32 lanes (b),
    each run then added to the float64 lanes a; the last run takes what is
@@ -435,18 +494,23 @@ INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 
 /* The same in float32 arithmetic, accumulated in float64. */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
-                   int moments, double *s, double *s1, double *s2, float *f1,
-                   float *f2) {
+                   int moments, double *s, double *s1, double *s2, double *s3,
+                   double *s4, float *f1, float *f2, float *f3, float *f4) {
     /* The row sum S in float64 (its error enters the proven bounds: wide
        rows add runs of at most SKTS_RUN32 float32 terms, each run within
        (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive); the
        moments, which only steer or enter a bound with a safety factor of 2,
-       in float32. moments: 0 (S only), 1 (and E[x]) or 2 (and E[x^2]). */
+       in float32. moments: 0 (S only), 1 (and E[x]), 2 (and E[x^2]) or 4
+       (and E[x^3], E[x^4]). */
     if (k <= SKTS_TRANSPOSE_MAX) {
         for (ptrdiff_t i = 0; i < r; i++) s[i] = 0.0, f1[i] = f2[i] = 0.0f;
+        if (moments == 4)
+            for (ptrdiff_t i = 0; i < r; i++) f3[i] = f4[i] = 0.0f;
         for (ptrdiff_t j = 0; j < k; j++) {
             const float *dj = d + j * r;
-            if (moments == 2) {
+            if (moments == 4) {
+                column4_32(dj, r, beta, s, f1, f2, f3, f4);
+            } else if (moments == 2) {
                 for (ptrdiff_t i = 0; i < r; i++) {
                     float x = dj[i] * beta;
                     x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
@@ -473,13 +537,22 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
             }
         }
         for (ptrdiff_t i = 0; i < r; i++) s1[i] = f1[i], s2[i] = f2[i];
+        if (moments == 4)
+            for (ptrdiff_t i = 0; i < r; i++) s3[i] = f3[i], s4[i] = f4[i];
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
         const float *row = d + i * k;
         double a[L] = {0};
-        float a1[L] = {0}, a2[L] = {0};
-        if (moments == 2) {
+        float a1[L] = {0}, a2[L] = {0}, a3[L] = {0}, a4[L] = {0};
+        if (moments == 4) {
+            ROW32(4)
+            double c3[L], c4[L];
+            widen(c3, a3);
+            widen(c4, a4);
+            s3[i] = tree16(c3);
+            s4[i] = tree16(c4);
+        } else if (moments == 2) {
             ROW32(2)
         } else if (moments == 1) {
             ROW32(1)
@@ -523,6 +596,27 @@ INLINE double lanes(const double *acc) {
     return t;
 }
 
+/* Each row's third and fourth cumulants of d under p = softmax(beta d) (the
+   third and fourth derivatives of its log S in beta), from the raw moments
+   of x = beta d: k3 = m3 - 3 m1 m2 + 2 m1^3, k4 = m4 - 4 m1 m3 - 3 m2^2 +
+   12 m1^2 m2 - 6 m1^4, times t^3 and t^4 (t = 1 / beta). They only steer
+   (higher-order Newton steps), never decide: no error bound. (restrict: as
+   in pair_columns.) */
+INLINE void cumulants(const double *restrict s, const double *restrict s1,
+                      const double *restrict s2, const double *restrict s3,
+                      const double *restrict s4, ptrdiff_t r, double t,
+                      double *restrict k3, double *restrict k4) {
+    const double t2 = t * t;
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const double m1 = s1[i] / s[i], m2 = s2[i] / s[i];
+        const double m3 = s3[i] / s[i], m4 = s4[i] / s[i];
+        const double mm = m1 * m1;
+        k3[i] = (m3 - m1 * (3.0 * m2 - 2.0 * mm)) * (t2 * t);
+        k4[i] = (m4 - 4.0 * m1 * m3 - 3.0 * m2 * m2 + mm * (12.0 * m2 - 6.0 * mm)) *
+                (t2 * t2);
+    }
+}
+
 #define MAXV 8 /* accumulators per beta */
 
 SKTS_CLONES
@@ -541,12 +635,18 @@ void skts_block(const skts_args *a, void *scratch) {
     double *ls = rows + 14 * rc;
     /* SKTS_SLOPES with pair: the second beta's row sums, from the first read */
     double *t0 = rows + 15 * rc, *t1 = rows + 16 * rc, *t2 = rows + 17 * rc;
+    /* higher: sums of e x^3 and e x^4, and the rows' third and fourth
+       cumulants of d */
+    double *s3 = rows + 20 * rc, *s4 = rows + 21 * rc;
+    float *f3 = (float *)(rows + 22 * rc), *f4 = (float *)(rows + 23 * rc);
+    double *v5 = rows + 24 * rc, *v6 = rows + 25 * rc;
     const double unit64 = 0x1p-53, unit32 = 0x1p-24;
     const double log2k = log2((double)(k > 2 ? k : 2));
     /* wide rows' float32 runs in S (see sums32) */
     const double run32 = k > SKTS_TRANSPOSE_MAX ? SKTS_RUN32 - 1.0 : 0.0;
-    const int nv = a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
-                 : 4; /* SKTS_DERIV; SKTS_WINDOW: estimate, bound, F', F'' */
+    const int nv = (a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
+                 : 4) /* SKTS_DERIV; SKTS_WINDOW: estimate, bound, F', F'' */
+                 + (a->higher ? 2 : 0);
     double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
     int top = 1, bottom = 1, varies = 0;
     const int binary_window = a->mode == SKTS_WINDOW && k == 2;
@@ -617,9 +717,11 @@ void skts_block(const skts_args *a, void *scratch) {
             const double beta = a->betas[q];
             double *acq = acc + q * nv * L;
             if (single) {
-                const int nmom = a->mode != SKTS_WINDOW ? (a->second ? 2 : 1)
+                const int nmom = a->mode != SKTS_WINDOW
+                                     ? (a->higher ? 4 : a->second ? 2 : 1)
                                  : a->deriv_at == q ? 2 : a->first_spread == q;
-                sums32(d32, r, k, (float)beta, nmom, s, s1, s2, f1, f2);
+                sums32(d32, r, k, (float)beta, nmom, s, s1, s2, s3, s4, f1, f2,
+                       f3, f4);
             } else {
                 const int mom = a->mode != SKTS_NLL &&
                                 !(a->mode == SKTS_SLOPES && !a->moments);
@@ -629,7 +731,8 @@ void skts_block(const skts_args *a, void *scratch) {
                     for (ptrdiff_t i = 0; i < r; i++)
                         s[i] = t0[i], s1[i] = t1[i], s2[i] = t2[i];
                 } else {
-                    sums64(d64, r, k, beta, mom, s, s1, s2);
+                    sums64(d64, r, k, beta, mom && a->higher ? 4 : mom, s, s1,
+                           s2, s3, s4);
                 }
             }
             /* log S in a loop of its own: it vectorises there */
@@ -660,10 +763,15 @@ void skts_block(const skts_args *a, void *scratch) {
                 accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
                 accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
                 accumulate(acq + 4 * L, row0, r, w, a->inv_total, v4);
+                if (a->higher) {
+                    cumulants(s, s1, s2, s3, s4, r, t, v5, v6);
+                    accumulate(acq + 5 * L, row0, r, w, a->inv_total, v5);
+                    accumulate(acq + 6 * L, row0, r, w, a->inv_total, v6);
+                }
             } else if (a->mode == SKTS_DERIV) {
                 /* x-moments to d-moments: E[d] = E[x] / beta */
                 const double bx = single ? (double)(float)beta : beta;
-                const int second = a->second != 0;
+                const int second = a->second || a->higher;
                 for (ptrdiff_t i = 0; i < r; i++) v0[i] = gap[i] * beta + ls[i];
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double mean_d = s1[i] / s[i] / bx;
@@ -680,6 +788,11 @@ void skts_block(const skts_args *a, void *scratch) {
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);
                 accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
                 accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+                if (a->higher) {
+                    cumulants(s, s1, s2, s3, s4, r, 1.0 / bx, v5, v6);
+                    accumulate(acq + 4 * L, row0, r, w, a->inv_total, v5);
+                    accumulate(acq + 5 * L, row0, r, w, a->inv_total, v6);
+                }
             } else { /* SKTS_WINDOW, float32 exponentials */
                 const double bx = (double)(float)beta;
                 if (a->first_spread == q) {

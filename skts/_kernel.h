@@ -191,8 +191,10 @@ SKTS_INLINE double skts_log1p64(double e) {
 /* --- modes of the passes -------------------------------------------------- */
 enum {
     SKTS_NLL = 0,    /* out[k] = sum w loss                                   */
-    SKTS_SLOPES = 1, /* out[5k..5k+4] = sums of loss, slope, var_x, err, |slope| */
-    SKTS_DERIV = 2,  /* out[4k..4k+3] = sums of loss, F'_row, F''_row (or E[-d]), F'_row^2 */
+    SKTS_SLOPES = 1, /* out[5k..5k+4] = sums of loss, slope, var_x, err, |slope|
+                        (higher: 7 per beta, and F'''_row, F''''_row) */
+    SKTS_DERIV = 2,  /* out[4k..4k+3] = sums of loss, F'_row, F''_row (or E[-d]), F'_row^2
+                        (higher: 6 per beta, and F'''_row, F''''_row) */
     SKTS_WINDOW = 3  /* out[4k..4k+3] = est, err (float32 arithmetic), and at
                         deriv_at F', F'' (else 0)                    */
 };
@@ -222,6 +224,9 @@ typedef struct {
                             derived from betas[0]'s in the same read */
     int deriv_at;        /* SKTS_WINDOW: index of the beta where F' and F''
                             are also wanted (float32 exponentials), or -1 */
+    int higher;          /* SKTS_DERIV and SKTS_SLOPES (moments, no pair): two
+                            more sums, of F'''_row and F''''_row (the rows'
+                            third and fourth cumulants of d), to steer */
     double *out;         /* this block's results */
     unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
 } skts_args;

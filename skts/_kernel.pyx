@@ -37,6 +37,7 @@ cdef extern from "_kernel.h" nogil:
         double spread
         int deriv_at
         int pair
+        int higher
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -85,18 +86,24 @@ def block_pass(
     logits, y, sample_weight, double total, betas, temperatures, int mode, *,
     bint single=False, bint second=True, bint moments=True, bint facts=False,
     int first_spread=0, double spread=0.0, int deriv_at=-1, bint pair=False,
-    int n_threads=1,
+    bint higher=False, int n_threads=1,
 ):
     """Per-block weighted sums (one row per block of ``_blocks``).
 
     Returns ``(sums, found)``: ``sums`` of shape ``(n_blocks, n_betas,
-    width)`` (width 1, 5, 4 or 4 for NLL, SLOPES, DERIV, WINDOW) and, with
+    width)`` (width 1, 5, 4 or 4 for NLL, SLOPES, DERIV, WINDOW; two more
+    with ``higher``: the sums of ``F'''`` and ``F''''`` of the rows) and, with
     ``facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom, varies).
+    ``higher`` needs DERIV, or SLOPES with ``moments`` and no ``pair``.
     """
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
     cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
     cdef Py_ssize_t n_blocks = (n + step - 1) // step
     cdef int width = _WIDTH[mode]
+    if higher:
+        if not (mode == DERIV or (mode == SLOPES and moments and not pair)):
+            raise ValueError("higher needs DERIV, or SLOPES with moments and no pair")
+        width += 2
     b_arr = np.ascontiguousarray(betas, dtype=np.float64)
     t_arr = np.ascontiguousarray(temperatures, dtype=np.float64)
     cdef Py_ssize_t nt = b_arr.shape[0]
@@ -146,6 +153,7 @@ def block_pass(
     base.spread = spread
     base.deriv_at = deriv_at
     base.pair = pair and nt >= 2 and abs(b_v[1] - b_v[0]) <= 1e-9 * b_v[0]
+    base.higher = higher
     cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef Py_ssize_t b, row0
     cdef skts_args a

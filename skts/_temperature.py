@@ -330,7 +330,7 @@ def _in_order(a: NDArray) -> NDArray:
     """``a[0] + a[1] + ...`` from the first, one addition after another:
     :func:`_fold` with ``_add`` over the first axis, the same bits (a
     cumulative sum adds in order; ``np.sum`` would add pairwise)."""
-    return np.cumsum(a, axis=0)[-1]
+    return a[0] if a.shape[0] == 1 else np.cumsum(a, axis=0)[-1]
 
 
 class _Stacked:
@@ -491,9 +491,19 @@ def derivatives(
 
 
 def _derivatives_part(
-    logits, y, sample_weight, total, betas, precision, second_moment, *, n_jobs=None
+    logits,
+    y,
+    sample_weight,
+    total,
+    betas,
+    precision,
+    second_moment,
+    higher=False,
+    *,
+    n_jobs=None,
 ):
-    """:func:`_derivatives`' per-block sums (rows of shape ``(n_betas, 3)``)."""
+    """:func:`_derivatives`' per-block sums (rows of shape ``(n_betas, 3)``,
+    ``(n_betas, 5)`` with ``higher``)."""
     betas = np.asarray(betas, dtype=np.float64)
     sums, _ = _kernel_pass(
         logits,
@@ -506,17 +516,53 @@ def _derivatives_part(
         n_jobs,
         single=precision == "float32",
         second=second_moment,
+        higher=higher,
     )
-    return sums[:, :, :3]
+    return sums[:, :, [0, 1, 2, 4, 5]] if higher else sums[:, :, :3]
 
 
 def _derivatives(
-    rows: _Rows, betas, precision: str = "float64", second_moment: bool = True
+    rows: _Rows,
+    betas,
+    precision: str = "float64",
+    second_moment: bool = True,
+    higher: bool = False,
 ) -> NDArray[np.float64]:
-    """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data."""
+    """``(F, F', F'')`` at each of ``betas`` (rows), in one read of the data;
+    with ``higher``, the third and fourth derivatives too (five columns)."""
     betas = [float(b) for b in betas]
     with np.errstate(over="ignore", invalid="ignore"):
-        return rows.reduce(_derivatives_part, _add, betas, precision, second_moment)
+        return rows.reduce(
+            _derivatives_part, _add, betas, precision, second_moment, higher
+        )
+
+
+def _model_step(g1: float, g2: float, g3: float = 0.0, g4: float = 0.0) -> float:
+    """The step ``h`` to the root of ``F'`` from a point where ``F'`` and its
+    next three derivatives are ``g1 ... g4``: the root nearest 0 of the cubic Taylor
+    model ``g1 + g2 h + g3 h**2 / 2 + g4 h**3 / 6`` (Newton's step when ``g3 =
+    g4 = 0``). Newton leaves an error of about ``(g3 / 2 g2) h**2``, the
+    cubic model one of order ``h**4`` (about ``3 h**4`` relative, in ``beta``,
+    on real logits). NaN where ``F''`` is not positive and finite.
+
+    It only steers: every answer is decided by proven signs of ``F'``.
+    """
+    if not (np.isfinite(g1) and np.isfinite(g2) and g2 > 0.0):
+        return math.nan
+    newton = -g1 / g2
+    if not (np.isfinite(g3) and np.isfinite(g4)) or (g3 == 0.0 and g4 == 0.0):
+        return newton
+    h = newton
+    for _ in range(8):  # Newton on the model, from Newton's step
+        slope = g2 + h * (g3 + h * g4 / 2.0)
+        if not slope > 0.0:
+            return newton  # (the model is not monotone that far out)
+        change = (g1 + h * (g2 + h * (g3 / 2.0 + h * g4 / 6.0))) / slope
+        h -= change
+        if abs(change) <= 1e-15 * abs(h):
+            break
+    # The model's root lies near Newton's step, on its side; else keep Newton.
+    return h if np.isfinite(h) and 0.0 <= h / newton <= 2.0 else newton
 
 
 def _normalised_weights(sample_weight: NDArray | None) -> NDArray | None:
@@ -573,8 +619,11 @@ class _Slopes:
     # Every label has the smallest logit of its row (and some row varies):
     # F' > 0 for every beta, so the largest T is the unique answer.
     anti_separable: bool
-    # The Newton step F'/F'' in beta per beta (inf where F'' is 0 or unknown).
+    # The step to the root of F' in beta per beta, to subtract (inf where F''
+    # is 0 or unknown): Newton's F'/F'', or (orders 4) from the cubic model
+    # of F' (see _model_step).
     steps: NDArray
+    orders: NDArray | None = None
 
     def decreasing(self, k: int) -> bool:
         """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
@@ -586,13 +635,22 @@ class _Slopes:
 
 
 def _slopes_part(
-    logits, y, sample_weight, total, temperatures, moments, facts, *, n_jobs=None
+    logits,
+    y,
+    sample_weight,
+    total,
+    temperatures,
+    moments,
+    facts,
+    higher=False,
+    *,
+    n_jobs=None,
 ):
     """:func:`_slopes`' per-block ``(sums, (top, bottom, varies))``."""
     ts = np.asarray(temperatures, dtype=np.float64)
     order, pair = np.arange(ts.shape[0]), False
     betas = 1.0 / ts
-    for i in range(ts.shape[0] - 1 if moments else 0):
+    for i in range(ts.shape[0] - 1 if moments and not higher else 0):
         if abs(betas[i + 1] - betas[i]) <= 1e-9 * betas[i]:
             # Two points that close (a straddle) share their exponentials:
             # the kernel reads them first, as a pair.
@@ -604,15 +662,17 @@ def _slopes_part(
         y,
         sample_weight,
         total,
-        betas[order],
-        ts[order],
+        betas[order] if pair else betas,
+        ts[order] if pair else ts,
         _kernel.SLOPES,
         n_jobs,
         moments=moments,
         facts=facts,
         pair=pair,
+        higher=higher and moments,
     )
-    sums[:, order] = sums.copy()  # (back in the order asked)
+    if pair:
+        sums[:, order] = sums.copy()  # (back in the order asked)
     if not moments:
         sums[:, :, 1:3] = np.nan
         sums[:, :, 3:] = np.inf
@@ -640,6 +700,7 @@ def _slopes(
     *,
     moments: bool = True,
     facts: bool = True,
+    higher: bool = False,
 ) -> _Slopes:
     """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
     in float64, with a proven bound on the error of ``F'``; one read.
@@ -650,6 +711,9 @@ def _slopes(
     computed (about half the work); ``F'`` and ``F''`` are
     then NaN and their bound infinite. With ``facts=False`` the exact facts
     are not computed (both reported False): reads inside the range need none.
+    With ``higher`` (and ``moments``), the steps use the third and fourth
+    derivatives too
+    (:func:`_model_step`; no pair is formed then).
 
     Notes
     -----
@@ -673,25 +737,32 @@ def _slopes(
     temperatures = [float(t) for t in temperatures]
     n_samples, n_classes = rows.n_samples, rows.n_classes
     unit = _EPS / 2.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        totals, (all_top, all_bottom, varies) = rows.reduce(
-            _slopes_part, _combine_slopes, temperatures, moments, facts
-        )
-    # The weighted sums add at most one relative rounding per row of a block
-    # and one per block to the sum of |row slope|.
-    rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
-    n_blocks = 1 + n_samples // rows_per_block
-    accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
-    bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
-    values = totals[:, :3].copy()
-    ts = np.asarray(temperatures)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        totals, (all_top, all_bottom, varies) = rows.reduce(
+            _slopes_part, _combine_slopes, temperatures, moments, facts, higher
+        )
+        # The weighted sums add at most one relative rounding per row of a
+        # block and one per block to the sum of |row slope|.
+        rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+        n_blocks = 1 + n_samples // rows_per_block
+        accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
+        bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
+        values = totals[:, :3].copy()
+        ts = np.asarray(temperatures)
         # The Newton step F'/F'' in beta, in an order that does not overflow
         # where F'' alone does (T near 1e200): (F' / T) / T / mean(var x).
         steps = values[:, 1] / ts / ts / values[:, 2]
         values[:, 2] *= ts * ts
     steps = np.where(np.isfinite(steps) & (totals[:, 2] > 0), steps, np.inf)
-    return _Slopes(values, bound, all_top and varies, all_bottom and varies, steps)
+    orders = np.full(len(temperatures), 2)
+    if higher and moments:
+        for i in range(len(temperatures)):
+            h = _model_step(*(float(v) for v in (*values[i, 1:3], *totals[i, 5:7])))
+            if np.isfinite(h) and np.isfinite(steps[i]):
+                steps[i], orders[i] = -h, 4
+    return _Slopes(
+        values, bound, all_top and varies, all_bottom and varies, steps, orders
+    )
 
 
 # Digits of the evaluator that decides near-ties (Python's decimal module:
@@ -1146,8 +1217,8 @@ def _warm_start(
 ) -> tuple[float, float, float, int]:
     """Minimiser of ``F`` on a row subsample, its standard error (in ``beta``),
     the subsample's ``F''`` there (when the subsample is all the data: the
-    relative size of the last, unevaluated, Newton step), and which end the
-    subsample points to.
+    relative size ``s`` of the last, unevaluated, step, a cubic-model step
+    whose error is about ``3 s**4``), and which end the subsample points to.
 
     The subsample (every k-th row, at most 2**16 rows and about 2**20 values)
     costs a few percent of one pass per Newton step (compiled float32
@@ -1197,9 +1268,12 @@ def _warm_start(
     sample = _Rows(sub, sub_y, sub_w)
     found: list[int] = []
 
-    def moments(rows: _Rows, seen: dict, want_facts: bool = True):
+    def moments(
+        rows: _Rows, seen: dict, want_facts: bool = True, higher: bool = False
+    ):
         """``deriv(beta)`` on ``rows``; with ``want_facts``, its first read also
-        records which end the rows point to (in ``found``)."""
+        records which end the rows point to (in ``found``); with ``higher``,
+        ``seen`` also gets the third and fourth derivatives (last)."""
 
         def deriv(b: float):
             if b in seen:
@@ -1215,6 +1289,7 @@ def _warm_start(
                 None,
                 single=True,
                 facts=want_facts and not found,
+                higher=higher,
             )
             if facts is not None:
                 top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
@@ -1225,6 +1300,28 @@ def _warm_start(
         return deriv
 
     beta0 = min(max(start, lo), hi)
+    if whole:
+        # All the data: Newton to 1% on a sample (every k-th row, about 2**14
+        # values) then one step on all the data from the cubic model of F'
+        # (third and fourth derivatives from the same read): its error, about
+        # 3 s**4 for a step of relative size s, is returned in its place.
+        if tiny_stride > 1:
+            # (to 3%: the sampling noise is of that order, and the cubic
+            # model's error from 3% is about 2e-6)
+            tiny = moments(every(tiny_stride), {}, want_facts=False)
+            beta0, _ = _newton_beta(tiny, lo, hi, beta0, rtol=3e-2)
+        else:
+            beta0, _ = _newton_beta(moments(sample, {}), lo, hi, beta0, rtol=1e-2)
+        seen: dict = {}
+        moments(sample, seen, higher=True)(beta0)
+        edge = found[0]
+        if edge:
+            return (hi if edge == 1 else lo), np.inf, np.nan, edge
+        _, g, h, _, g3, g4 = seen[beta0]
+        step = _model_step(g, h, g3, g4)
+        beta = min(max(beta0 + step, lo), hi) if np.isfinite(step) else beta0
+        # (se 0; the curvature slot carries the last step's relative size)
+        return beta, 0.0, abs(beta - beta0) / beta, edge
     seen_small: dict = {}
     deriv = moments(small_rows, seen_small)
     if tiny_stride > stride:
@@ -1246,14 +1343,11 @@ def _warm_start(
     # Then one Newton step on the whole sample, not evaluated: from within
     # 1%, Newton's quadratic convergence leaves about 1e-4, a hundredth of the
     # default grid's spacing.
-    seen: dict = seen_small if stride == 1 else {}
+    seen = seen_small if stride == 1 else {}
     _, g, h = moments(sample, seen)(beta)
     at = beta
     if np.isfinite(g) and np.isfinite(h) and h > 0:
         beta = min(max(beta - g / h, lo), hi)
-    if whole:
-        # (se 0; the curvature slot carries the last step's relative size)
-        return beta, 0.0, abs(beta - at) / beta, edge
     # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
     _, mean_g, curvature, mean_g2 = seen[at]
     sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
@@ -1540,17 +1634,22 @@ def _solve_continuous(
     minimum inside the range, one read first evaluates ``F'`` at both ends
     with a proven error bound: a proven ``F' < 0`` at ``1/t_min`` (or ``> 0``
     at ``1/t_max``) means, by convexity, that the loss falls (rises) on the
-    whole range, and that end is returned at once. Then at most two float32
-    Newton steps on all the data steer (they never shrink the bracket), and
-    float64 evaluations of ``F'`` shrink a bracket around the minimiser. Each
+    whole range, and that end is returned at once. Then float32 steps on all
+    the data steer (they never shrink the bracket; at most three reads before
+    the float64 phase, usually one or none), and float64 evaluations of
+    ``F'`` shrink a bracket around the minimiser. The steering steps, and the
+    first float64 one when Newton's would not land close enough, come from
+    the cubic Taylor model of ``F'`` (its third and fourth derivatives read
+    with it, :func:`_model_step`): from 3% off it lands within about 2e-6, and
+    from there Newton lands within tau. Each
     read adds, beside Newton's points, equally spaced points in any gap
     (between the bracket ends and the points) wider than ``tau * 4**(r - 1)``,
     ``r`` the reads left (at most three per gap), so whatever the signs the
     bracket is at most ``tau`` wide when the budget is spent; on smooth data
     that costs no point until the budget is nearly spent. Newton steps (two
-    points straddling the target, in one read, once Newton is in its
-    quadratic phase; read as a pair, they cost little more than one) usually
-    end it after 2 or 3 float64 reads. The search also stops at a point where
+    points straddling the target, in one read, once the step's error is
+    below tau; read as a pair, they cost little more than one) usually
+    end it after 2 float64 reads. The search also stops at a point where
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
     side of it the minimiser lies.
     """
@@ -1572,19 +1671,20 @@ def _solve_continuous(
     passes = 0
     a, b = lo, hi
     neg_seen = pos_seen = False
-    # beta -> (F, F', Newton step F'/F'', bound on F')
-    info: dict[float, tuple[float, float, float, float]] = {}
+    # beta -> (F, F', step to subtract, bound on F', order of the step: 2 for
+    # Newton's, 4 for the cubic model's)
+    info: dict[float, tuple[float, float, float, float, int]] = {}
     settled: float | None = None  # a point where the sign of F' is unknowable
 
-    def read(points: list[float]) -> _Slopes:
+    def read(points: list[float], higher: bool = False) -> _Slopes:
         nonlocal passes, a, b, neg_seen, pos_seen, settled
         ends = lo in points or hi in points  # the exact facts matter at the ends
-        res = _slopes(rows, [1.0 / p for p in points], facts=ends)
+        res = _slopes(rows, [1.0 / p for p in points], facts=ends, higher=higher)
         passes += 1
-        for p, (f, g, _), bound, step in zip(
-            points, res.values, res.bound, res.steps, strict=True
+        for p, (f, g, _), bound, step, order in zip(
+            points, res.values, res.bound, res.steps, res.orders, strict=True
         ):
-            info[p] = (float(f), float(g), float(step), float(bound))
+            info[p] = (float(f), float(g), float(step), float(bound), int(order))
             if not abs(g) > bound:
                 settled = p if settled is None else settled
             elif g > 0:
@@ -1593,6 +1693,9 @@ def _solve_continuous(
                 a, neg_seen = max(a, p), True
         return res
 
+    # The relative error of x (the warm start's estimate when its sample was
+    # all the data: its last step was from the cubic model).
+    error = 3.0 * last**4 + 1e-7 if steer and se == 0.0 else math.inf
     if edge:
         # Every subsample label has its row's largest (smallest) logit: the
         # loss at that end and the exact facts of every row, in one cheap read.
@@ -1613,24 +1716,28 @@ def _solve_continuous(
         p = hi if abs(x - hi) < abs(x - lo) else lo
         step = info[p][2]
         x = min(max(p - step, lo), hi) if np.isfinite(step) else x
-        settled = None
-    # Float64 Newton straddles the minimiser in its second read when its
-    # first starts within about 1e-6: float32 steps get there (or the warm
-    # start did, when its sample was all the data and its last step small).
+        settled, error = None, math.inf
+    # The float64 phase straddles the minimiser in its second read when its
+    # first (a Newton step, or one from the cubic model of F' when Newton
+    # would not be close enough) lands within a fraction of tau. Float32
+    # steps (cubic model too: error about 3 s**4 after a step of relative
+    # size s, and about 1e-7 at best) get its first read that close; the warm
+    # start's last step may have, when its sample was all the data.
+    rel_tau = tau / max(x, lo)
     while passes < 3:  # at most 3 reads before the float64 phase
-        if not steer or not lo < x < hi or (se == 0.0 and not last > 1.5e-3):
+        if not steer or not lo < x < hi or 3.0 * error**4 <= 0.1 * rel_tau:
             break  # the answer is an end, or close enough
-        _, g, h = _derivatives(rows, [x], "float32")[0]
+        _, g, h, g3, g4 = _derivatives(rows, [x], "float32", higher=True)[0]
         passes += 1
-        if not (np.isfinite(g) and np.isfinite(h) and h > 0):
+        step = _model_step(g, h, g3, g4)
+        if not np.isfinite(step):
             break
-        new = min(max(x - g / h, lo), hi)
-        # Newton converges quadratically: after a step below 0.2% the error is
-        # about 1e-6, which is all float32 can resolve; float64 takes over.
-        done = abs(new - x) <= 2e-3 * x
+        new = min(max(x + step, lo), hi)
+        error = 3.0 * (abs(new - x) / new) ** 4 + 1e-7
         x = new
-        if done:
-            break
+    # Newton from x if its error (about 2 e**2) is well inside tau, else the
+    # cubic model (3 e**4), from the first float64 read.
+    higher = 2.0 * error**2 > 0.1 * rel_tau
     # The float64 phase: at most budget - passes reads, each keeping its
     # points within reach of both ends of the bracket.
     target = x
@@ -1646,7 +1753,7 @@ def _solve_continuous(
         near = [p for p in info if a <= p <= b]
         if near:
             p = min(near, key=lambda q: abs(info[q][1]))
-            step = info[p][2]
+            step, order = info[p][2], info[p][4]
             target = p - step
             if not a < target < b:
                 # Beyond the bracket: look at an untried end once (the minimum
@@ -1660,9 +1767,14 @@ def _solve_continuous(
                 else:
                     target = 0.5 * (a + b)
                 points = [target]
-            elif step * step <= tau * p:
-                # Quadratic phase: the next Newton error (~step**2 / beta) is
-                # about tau or less; straddle the target, both points in one read.
+            elif (
+                step * step <= tau * p
+                if order == 2
+                else 30.0 * step**4 <= tau * p**3
+            ):
+                # Newton's next error (~step**2 / beta), or the cubic model's
+                # (~3 step**4 / beta**3), is about tau or less (a tenth of it):
+                # straddle the target, both points in one read.
                 points = [max(target - 0.45 * tau, a), min(target + 0.45 * tau, b)]
             else:
                 points = [target]
@@ -1685,7 +1797,9 @@ def _solve_continuous(
         points = sorted({q for q in points if q not in info})
         if not points:
             break
-        read(points)
+        interior = len(points) == 1 and lo < points[0] < hi
+        read(points, higher=higher and interior)
+        higher = False
     if settled is not None:
         beta = settled
     elif a == b:

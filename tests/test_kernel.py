@@ -94,6 +94,59 @@ def test_a_pair_of_close_points_shares_one_read_of_exponentials(k):
     assert np.array_equal(run(far, True), run(far, False))
 
 
+def _cumulant_reference(z, y, w, beta):
+    """The weighted means of each row's third and fourth cumulants of d under
+    softmax(beta d), in long double."""
+    d = z.astype(np.longdouble) - z.max(axis=1, keepdims=True)
+    e = np.exp(beta * d)
+    s = e.sum(axis=1)
+    m1, m2, m3, m4 = ((e * d**j).sum(axis=1) / s for j in (1, 2, 3, 4))
+    k3 = m3 - 3 * m1 * m2 + 2 * m1**3
+    k4 = m4 - 4 * m1 * m3 - 3 * m2**2 + 12 * m1**2 * m2 - 6 * m1**4
+    w = np.ones(len(y)) if w is None else w
+    return (w * k3).sum() / w.sum(), (w * k4).sum() / w.sum()
+
+
+@pytest.mark.parametrize("k", [10, 100, 3000])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_higher_derivatives_match_a_long_double_reference(k, weighted):
+    # higher=True adds the sums of the rows' third and fourth cumulants of d
+    # (the third and fourth derivatives of F in beta, which steer the cubic
+    # model's steps), in float64 (SLOPES) and float32 (DERIV) arithmetic;
+    # every other sum keeps its bits.
+    rng = np.random.default_rng(k)
+    n = 60_000 // k
+    z = (rng.normal(scale=3.0, size=(n, k))).astype(np.float32)
+    y = rng.integers(0, k, n)
+    w = rng.uniform(0, 2, n) if weighted else None
+    total = float(n if w is None else w.sum())
+    beta = 0.7
+    want = _cumulant_reference(z, y, w, beta)
+    for mode, options, rtol in [
+        (_kernel.SLOPES, {"moments": True}, 1e-10),
+        (_kernel.DERIV, {"single": True}, 2e-4),
+        (_kernel.DERIV, {"single": False}, 1e-10),
+    ]:
+        plain, _ = _kernel.block_pass(
+            z, y, w, total, [beta], [1 / beta], mode, n_threads=2, **options
+        )
+        more, _ = _kernel.block_pass(
+            z, y, w, total, [beta], [1 / beta], mode, n_threads=2, higher=True,
+            **options,
+        )
+        assert more.shape[2] == plain.shape[2] + 2
+        assert np.array_equal(more[:, :, : plain.shape[2]], plain)
+        got = more.sum(axis=0)[0, -2:]
+        np.testing.assert_allclose(got, np.array(want, dtype=float), rtol=rtol)
+    with pytest.raises(ValueError, match="higher"):
+        _kernel.block_pass(z, y, w, total, [beta], [1 / beta], _kernel.NLL, higher=True)
+    with pytest.raises(ValueError, match="higher"):
+        _kernel.block_pass(
+            z, y, w, total, [beta, beta * (1 + 1e-10)], [1 / beta, 1 / beta],
+            _kernel.SLOPES, pair=True, higher=True,
+        )
+
+
 @pytest.mark.parametrize(
     ("degree", "unit", "claimed"),
     [(13, Fraction(1, 2**53), 2.9), (7, Fraction(1, 2**24), 2.9)],
