@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -198,19 +199,49 @@ def _map_blocks(
 _CORES = os.cpu_count() or 1
 
 
+_LOAD = {"at": -math.inf, "others": 0}
+
+
+def _others_running() -> int:
+    """Threads of other processes running or waiting for a core now: the
+    kernel's count of runnable threads (``/proc/loadavg``) less the calling
+    one, looked up at most every 0.1 s (the passes of one fit agree); 0
+    without ``/proc``. (This process's workers sleep between passes, see
+    ``GOMP_SPINCOUNT`` above: they are not counted.)"""
+    now = time.monotonic()
+    if now - _LOAD["at"] >= 0.1:
+        try:
+            fd = os.open("/proc/loadavg", os.O_RDONLY)
+            try:
+                text = os.read(fd, 256)
+            finally:
+                os.close(fd)
+            running = int(text.split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):  # (no /proc: Windows, macOS)
+            running = 1
+        _LOAD.update(at=now, others=max(0, running - 1))
+    return int(_LOAD["others"])
+
+
 def _kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass.
 
     ``None`` uses every core from 2**18 logits on; below, a pass takes about a
-    millisecond, and threads cost more than they save. On a busy machine too:
-    the blocks are shared out dynamically and idle workers sleep at once (see
+    millisecond, and threads cost more than they save. On a busy machine the
+    blocks are shared out dynamically and idle workers sleep at once (see
     ``GOMP_SPINCOUNT`` above), so a thread the scheduler sets aside delays a
-    pass by a block, not a time slice, and two threads still get more of the
-    machine than one.
+    long pass by a block; but a pass of under 2**20 logits (a fraction of a
+    millisecond on two cores) waits for its last worker to be scheduled at
+    all, often longer than the pass: there only the cores that other
+    processes leave idle are used (:func:`_others_running`).
     """
     cores = _CORES
     if n_jobs is None:
-        return 1 if n_elements < 1 << 18 else cores
+        if n_elements < 1 << 18:
+            return 1
+        if n_elements < 1 << 20:
+            return max(1, min(cores, cores - _others_running()))
+        return cores
     if n_jobs < 0:
         return max(1, cores + 1 + n_jobs)
     return max(1, int(n_jobs))

@@ -435,11 +435,46 @@ def test_threads_are_every_core_from_2_18_logits(monkeypatch):
     import skts._temperature as numerics
 
     monkeypatch.setattr(numerics, "_CORES", 4)
+    monkeypatch.setattr(numerics, "_others_running", lambda: 0)
     assert numerics._kernel_threads(None, 1 << 18) == 4
     assert numerics._kernel_threads(None, (1 << 18) - 1) == 1
     assert numerics._kernel_threads(-1, 1000) == 4
     assert numerics._kernel_threads(-2, 1000) == 3
     assert numerics._kernel_threads(3, 1 << 20) == 3
+    # Short passes on a busy machine: the cores others leave idle (a worker
+    # that waits for a core stalls the whole pass); long ones: every core.
+    monkeypatch.setattr(numerics, "_others_running", lambda: 3)
+    assert numerics._kernel_threads(None, 1 << 18) == 1
+    assert numerics._kernel_threads(None, (1 << 20) - 1) == 1
+    assert numerics._kernel_threads(None, 1 << 20) == 4
+    assert numerics._kernel_threads(2, 1 << 18) == 2  # as asked
+    monkeypatch.setattr(numerics, "_others_running", lambda: 1)
+    assert numerics._kernel_threads(None, 1 << 18) == 3
+
+
+def test_other_processes_running_are_counted():
+    # Two CPU-bound processes: /proc/loadavg counts them (and not the caller).
+    import subprocess
+    import sys
+    import time
+
+    import skts._temperature as numerics
+
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc/loadavg on this system")
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]
+    try:
+        time.sleep(0.5)
+        numerics._LOAD["at"] = float("-inf")
+        busy = numerics._others_running()
+        assert busy >= 2
+        assert numerics._others_running() == busy  # (looked up every 0.1 s)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 @pytest.mark.parametrize("user", [None, "50000"])
