@@ -661,6 +661,14 @@ void skts_block(const skts_args *a, void *scratch) {
         centre(z, a->z_f32, r, k, ld, y, d64,
                single && !binary_window ? d32 : NULL, d64 + rc * k, gap, mx,
                a->facts || binary_window ? mn : NULL);
+        if (k > SKTS_TRANSPOSE_MAX) {
+            /* The last row's masked last vector reads up to 16 elements past
+               it: zeros there (the scratch is not cleared when allocated). */
+            if (single)
+                memset(d32 + r * k, 0, L * sizeof(float));
+            else
+                memset(d64 + r * k, 0, L * sizeof(double));
+        }
         if (a->facts) {
             for (ptrdiff_t i = 0; i < r; i++) {
                 const int live = w ? w[i] > 0.0 : 1;

@@ -11,7 +11,7 @@ thread, allocated for the call and freed before it returns.
 
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport free, malloc
 
 import numpy as np
 
@@ -158,9 +158,10 @@ def block_pass(
     cdef Py_ssize_t b, row0
     cdef skts_args a
     cdef int threads = max(1, min(n_threads, n_blocks))
-    # One scratch area per thread, zeroed (a row's last vector may read past
-    # its end inside it), freed before returning.
-    cdef char *pool = <char *>calloc(threads, scratch_bytes)
+    # One scratch area per thread (a row's last vector may read past its end
+    # inside it: the kernel zeroes what it reads there), freed before
+    # returning. Not cleared here: clearing cost more than a small pass.
+    cdef char *pool = <char *>malloc(threads * scratch_bytes)
     if pool == NULL:
         raise MemoryError("skts: no memory for the kernel's scratch buffers.")
     try:
