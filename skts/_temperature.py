@@ -202,24 +202,36 @@ _CORES = os.cpu_count() or 1
 _LOAD = {"at": -math.inf, "others": 0}
 
 
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
 def _others_running() -> int:
     """Threads of other processes running or waiting for a core now: the
-    kernel's count of runnable threads (``/proc/loadavg``) less the calling
-    one, looked up at most every 0.1 s (the passes of one fit agree); 0
-    without ``/proc``. (This process's workers sleep between passes, see
-    ``GOMP_SPINCOUNT`` above: they are not counted.)"""
+    kernel's count of runnable threads (``/proc/loadavg``) less this
+    process's own (``/proc/self/task``: the calling thread, and any other
+    library's workers still spinning after their work, such as BLAS's or
+    PyTorch's), looked up at most every 0.1 s (the passes of one fit agree);
+    0 without ``/proc``."""
     now = time.monotonic()
     if now - _LOAD["at"] >= 0.1:
         try:
-            fd = os.open("/proc/loadavg", os.O_RDONLY)
-            try:
-                text = os.read(fd, 256)
-            finally:
-                os.close(fd)
-            running = int(text.split()[3].split(b"/")[0])
+            running = int(_read("/proc/loadavg").split()[3].split(b"/")[0])
+            own = 0
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    stat = _read(f"/proc/self/task/{tid}/stat")
+                except OSError:  # (a thread that has just ended)
+                    continue
+                own += stat[stat.rindex(b")") + 2 :][:1] == b"R"
+            others = max(0, running - max(own, 1))
         except (OSError, ValueError, IndexError):  # (no /proc: Windows, macOS)
-            running = 1
-        _LOAD.update(at=now, others=max(0, running - 1))
+            others = 0
+        _LOAD.update(at=now, others=others)
     return int(_LOAD["others"])
 
 
