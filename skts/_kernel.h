@@ -76,36 +76,38 @@ SKTS_INLINE float skts_from32(uint32_t b) {
     return x;
 }
 
-/* exp(x) for x in [-708, 0], relative error below 4u (proof):
+/* exp(x) for x in [-708, 0], relative error below 3.2u (proof):
 
-   k = nearest integer to x / ln 2 (shifter trick; off by one at most when
-   x / ln 2 is within rounding of a half-integer), k in [-1022, 0].
-   r = (x - k LN2_HI) - k LN2_LO. LN2_HI has 32 trailing zero bits, so
-   k LN2_HI is exact, and x - k LN2_HI is exact by Sterbenz's lemma
-   (|x| >= |k| ln2 / 2 when k != 0). |k LN2_LO| < 2e-7, its rounding and
-   that of the subtraction move r by at most u |r| + 1e-23, and LN2_LO is
-   within 1e-26 relative of ln2 - LN2_HI, so |r - (x - k ln 2)| <= u |r| +
-   2e-23: a relative error of exp below 0.35u + 2e-23.
-   |r| <= ln(2)/2 + 1e-13 < 0.3466. p is the Taylor polynomial of degree 13:
-   its remainder is below e^0.3466 0.3466^14 / 14! < 5.9e-18 < 0.06u
+   k = nearest integer to 2x / ln 2 (shifter trick; off by one at most when
+   2x / ln 2 is within rounding of a half-integer), k in [-2044, 0], and
+   exp(x) = 2^(k/2) exp(r): half steps of ln 2, so that |r| is half as large
+   as with whole ones and a polynomial two degrees lower is as accurate.
+   r = (x - k LN2_HI) - k LN2_LO with LN2_HI + LN2_LO = ln(2) / 2. LN2_HI has
+   32 trailing zero bits, so k LN2_HI is exact, and x - k LN2_HI is exact by
+   Sterbenz's lemma (|x| >= |k| ln2 / 4 when k != 0). |k LN2_LO| < 2e-7, its
+   rounding and that of the subtraction move r by at most u |r| + 1e-23, and
+   LN2_LO is within 1e-26 relative of ln2 / 2 - LN2_HI, so |r - (x - k
+   ln(2) / 2)| <= u |r| + 2e-23: a relative error of exp below 0.18u + 2e-23.
+   |r| <= ln(2)/4 + 1e-13 < 0.1733. p is the Taylor polynomial of degree 11:
+   its remainder is below e^0.1733 0.1733^12 / 12! < 1.9e-18 < 0.02u
    relative. Horner's evaluation q_i = c_i + r q_{i+1} (c_i = 1/i! rounded;
-   c_0 = c_1 = 1 exact) has a relative error below 2.9u, by the running
+   c_0 = c_1 = 1 exact) has a relative error below 1.5u, by the running
    error recursion e_i <= (u c_i + |r| q_{i+1} (e_{i+1} + u)) / q_i + u
    evaluated at the worst |r| (tests/test_kernel.py recomputes it in exact
-   rational arithmetic). 2^k is exact and so is the product's scaling (the
-   result is normal). In all: 0.35u + 0.06u + 2.9u + u (the product) < 4.4u;
+   rational arithmetic). 2^(k/2) is 2^floor(k/2), exact, times 1 or (odd k)
+   sqrt(2) rounded to double (within 0.5u); their product is exact (a power
+   of two scaling a normal number: set in the exponent bits), and the result
+   is normal. In all: 0.18u + 0.02u + 1.5u + 0.5u + u (the product) < 3.2u;
    we use 4 ulp = 8u in every bound. */
 SKTS_INLINE double skts_exp64(double x) {
     const double shifter = 0x1.8p52;
-    const double kd_s = x * 0x1.71547652b82fep0 + shifter;
+    const double kd_s = x * 0x1.71547652b82fep1 + shifter; /* 2 / ln 2 */
     const double kd = kd_s - shifter;
     const int64_t k = (int64_t)(skts_bits64(kd_s) - skts_bits64(shifter));
-    const double r = (x - kd * 0x1.62e42feep-1) - kd * 0x1.a39ef35793c76p-33;
+    const double r = (x - kd * 0x1.62e42feep-2) - kd * 0x1.a39ef35793c76p-34;
     /* Horner's steps as fused multiply-adds: one rounding each (the error
        analysis above counts two), the same bits in every vector width. */
-    double p = 1.0 / 6227020800.0;
-    p = fma(r, p, 1.0 / 479001600.0);
-    p = fma(r, p, 1.0 / 39916800.0);
+    double p = 1.0 / 39916800.0;
     p = fma(r, p, 1.0 / 3628800.0);
     p = fma(r, p, 1.0 / 362880.0);
     p = fma(r, p, 1.0 / 40320.0);
@@ -117,7 +119,11 @@ SKTS_INLINE double skts_exp64(double x) {
     p = fma(r, p, 0.5);
     p = fma(r, p, 1.0);
     p = fma(r, p, 1.0);
-    return p * skts_from64((uint64_t)(k + 1023) << 52);
+    /* 2^floor(k/2) in the exponent, and sqrt(2)'s significand (rounded to
+       nearest: 0x1.6a09e667f3bcdp0) when k is odd */
+    const uint64_t scale = ((uint64_t)((k >> 1) + 1023) << 52) |
+                           ((k & 1) ? 0x6a09e667f3bcdULL : 0ULL);
+    return p * skts_from64(scale);
 }
 
 /* expf(x) for x in [-87, 0], relative error below 4 u32 (the same proof in

@@ -763,10 +763,10 @@ def _slopes(
     Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
     ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
     slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
-    (the kernel's polynomial, ``skts/_kernel.h``: below 4.4u; at the second
+    (the kernel's polynomial, ``skts/_kernel.h``: below 3.2u; at the second
     of two points within 1e-9 relative of each other, read as a pair, the
-    first's exponential times a cubic in ``(beta_2 - beta_1) d``: two more
-    roundings, below 6.4u) and
+    first's exponential times the quadratic Taylor polynomial in ``(beta_2 -
+    beta_1) d``: two more roundings, below 5.2u) and
     ``3 u beta |d_j|`` from the roundings of ``d_j``, ``beta = 1/T`` and
     ``x_j = beta d_j``; ``log S`` stays within 5u; the sums of the ``K``
     same-signed terms add ``K u``.
