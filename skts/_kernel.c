@@ -118,7 +118,7 @@ TRANSPOSE(transpose_f64_f64, double, double)
 
 INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
                    ptrdiff_t ld, const int64_t *y, double *d64, float *d32, double *stage,
-                   double *gap, double *mx, double *mn) {
+                   double *gap, double *mx, double *mn, const double *mx_in) {
     if (k <= SKTS_TRANSPOSE_MAX) {
         /* Class-major: a transposing copy, then maxima, minima and the
            differences run across rows, whole vectors at a time. */
@@ -162,7 +162,11 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         return;
     }
     /* Row-major (more than 32 classes): rows may be ld apart. */
-    row_extremes(z, z_f32, r, k, ld, mx, mn);
+    if (mx_in && !mn) {
+        for (ptrdiff_t i = 0; i < r; i++) mx[i] = mx_in[i];
+    } else {
+        row_extremes(z, z_f32, r, k, ld, mx, mn);
+    }
     for (ptrdiff_t i = 0; i < r; i++) {
         const double m = mx[i];
         const double zy = z_f32 ? (double)((const float *)z)[i * ld + y[i]]
@@ -170,6 +174,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         const double g = m - zy; /* exact for float32 input */
         gap[i] = g > SKTS_BIG ? SKTS_BIG : g;
     }
+    if (!d32 && !d64) return; /* (the sums compute d themselves) */
     if (d32 && z_f32) {
         /* float32 input, float32 arithmetic: d = z - m in float32 */
         const float *zf = (const float *)z;
@@ -247,11 +252,12 @@ INLINE void widen_add(double *a, const float *b) {
 
 /* One vector of a wide row in float64: lanes q with IN add exp(x) (and,
    with MOM, e x and e x x) to a, a1, a2; the others add +0, so the sums
-   keep their bits. Lanes past the row's end read on into the (zeroed)
-   scratch buffer, harmlessly. */
-#define LANES64(MOM, IN)                                                      \
+   keep their bits. SRC is lane q's d: read from the centred row (lanes past
+   its end read on into the scratch buffer, harmlessly), or computed from
+   float32 logits, z - m, exactly as centre() would. */
+#define LANES64(MOM, IN, SRC)                                                 \
     for (int q = 0; q < L; q++) {                                             \
-        const double v = row[j + q];                                          \
+        const double v = (SRC);                                               \
         double x = (IN) ? v * beta : 0.0;                                     \
         x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;                          \
         const double ev = skts_exp64(x);                                      \
@@ -308,9 +314,27 @@ INLINE void column4_32(const float *restrict dj, ptrdiff_t r, float beta,
    moments 4) with x = max(beta d, floor), in float64 arithmetic. Sums over
    classes follow the classes in order (class-major) or run in 16 lanes
    added by tree16 (row-major). */
+/* A wide row's sums from SRC (see LANES64); the last partial vector reads
+   TAIL. */
+#define ROW64(SRC, TAIL)                                                      \
+    if (moments == 4) {                                                       \
+        for (; j + L <= k; j += L) LANES64(4, 1, SRC)                         \
+        if (rem) LANES64(4, q < rem, TAIL)                                    \
+        s3[i] = tree16(a3);                                                   \
+        s4[i] = tree16(a4);                                                   \
+    } else if (moments) {                                                     \
+        for (; j + L <= k; j += L) LANES64(1, 1, SRC)                         \
+        if (rem) LANES64(1, q < rem, TAIL)                                    \
+    } else {                                                                  \
+        for (; j + L <= k; j += L) LANES64(0, 1, SRC)                         \
+        if (rem) LANES64(0, q < rem, TAIL)                                    \
+    }
+
+/* (zf: float32 logits rows ld apart, and mx their maxima, for wide rows:
+   d = z - m is computed on the fly, not read from d) */
 INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
                    int moments, double *s, double *s1, double *s2, double *s3,
-                   double *s4) {
+                   double *s4, const float *zf, ptrdiff_t ld, const double *mx) {
     if (k <= SKTS_TRANSPOSE_MAX) {
         for (ptrdiff_t i = 0; i < r; i++) s[i] = s1[i] = s2[i] = 0.0;
         if (moments == 4)
@@ -340,21 +364,18 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
-        const double *row = d + i * k;
         double a[L] = {0}, a1[L] = {0}, a2[L] = {0}, a3[L] = {0}, a4[L] = {0};
         ptrdiff_t j = 0;
         const ptrdiff_t rem = k % L;
-        if (moments == 4) {
-            for (; j + L <= k; j += L) LANES64(4, 1)
-            if (rem) LANES64(4, q < rem)
-            s3[i] = tree16(a3);
-            s4[i] = tree16(a4);
-        } else if (moments) {
-            for (; j + L <= k; j += L) LANES64(1, 1)
-            if (rem) LANES64(1, q < rem)
+        if (zf) {
+            const float *zr = zf + i * ld;
+            const double m = mx[i];
+            float tail[L] = {0}; /* (the row's last partial vector, padded) */
+            for (ptrdiff_t q = 0; q < rem; q++) tail[q] = zr[k - rem + q];
+            ROW64((double)zr[j + q] - m, (double)tail[q] - m)
         } else {
-            for (; j + L <= k; j += L) LANES64(0, 1)
-            if (rem) LANES64(0, q < rem)
+            const double *row = d + i * k;
+            ROW64(row[j + q], row[j + q])
         }
         s[i] = tree16(a);
         if (moments) {
@@ -367,9 +388,9 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 /* One vector of a wide row in float32: lanes q with IN add exp(x), and the
    moments (MOM: 0, 1, 2 or 4), to b, a1, a2 (a3, a4); the others add +0. Lanes past the
    row's end read on into the (zeroed) scratch buffer, harmlessly. */
-#define LANES32(MOM, IN)                                                      \
+#define LANES32(MOM, IN, SRC)                                                 \
     for (int q = 0; q < L; q++) {                                             \
-        const float v = row[j + q];                                           \
+        const float v = (SRC);                                                \
         float x = (IN) ? v * beta : 0.0f;                                     \
         x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;                      \
         const float ev = skts_exp32(x);                                       \
@@ -390,19 +411,30 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 /* A wide row: S in runs of SKTS_RUN32 vectors summed in float32 lanes (b),
    each run then added to the float64 lanes a; the last run takes what is
    left, the tail included, so no run has more than SKTS_RUN32 terms. */
-#define ROW32(MOM)                                                            \
+#define ROW32(MOM, SRC, TAIL)                                                 \
     {                                                                         \
         ptrdiff_t j = 0;                                                      \
-        const ptrdiff_t rem = k % L, runs = k / L / SKTS_RUN32;               \
+        const ptrdiff_t runs = k / L / SKTS_RUN32;                            \
         for (ptrdiff_t t = 0; t < runs; t++) {                                \
             float b[L] = {0};                                                 \
-            for (int u = 0; u < SKTS_RUN32; u++, j += L) LANES32(MOM, 1)      \
+            for (int u = 0; u < SKTS_RUN32; u++, j += L) LANES32(MOM, 1, SRC) \
             widen_add(a, b);                                                  \
         }                                                                     \
         float b[L] = {0};                                                     \
-        for (; j + L <= k; j += L) LANES32(MOM, 1)                            \
-        if (rem) LANES32(MOM, q < rem)                                        \
+        for (; j + L <= k; j += L) LANES32(MOM, 1, SRC)                       \
+        if (rem) LANES32(MOM, q < rem, TAIL)                                  \
         widen_add(a, b);                                                      \
+    }
+/* All the moments a row may want, from SRC (TAIL for its last vector). */
+#define ROW32_ALL(SRC, TAIL)                                                  \
+    if (moments == 4) {                                                       \
+        ROW32(4, SRC, TAIL)                                                   \
+    } else if (moments == 2) {                                                \
+        ROW32(2, SRC, TAIL)                                                   \
+    } else if (moments == 1) {                                                \
+        ROW32(1, SRC, TAIL)                                                   \
+    } else {                                                                  \
+        ROW32(0, SRC, TAIL)                                                   \
     }
 
 /* sums64 (with moments) at beta and at beta + delta, |delta| <= 1e-9 beta,
@@ -447,43 +479,56 @@ INLINE void pair_columns(const double *restrict d, ptrdiff_t r, ptrdiff_t k,
     }
 }
 
+/* A wide row's pair of sums from SRC (see LANES64); the tail reads TAIL. */
+#define PAIR_ROW(SRC, TAIL)                                                   \
+    for (; j + L <= k; j += L)                                                \
+        for (int q = 0; q < L; q++) {                                         \
+            PAIR_TERM(SRC)                                                    \
+            a[q] += e;                                                        \
+            a1[q] += ex;                                                      \
+            a2[q] += ex * x;                                                  \
+            b[q] += e2;                                                       \
+            b1[q] += ex2;                                                     \
+            b2[q] += ex2 * x2;                                                \
+        }                                                                     \
+    if (rem)                                                                  \
+        for (int q = 0; q < L; q++) {                                         \
+            /* the tail as one vector (see sums64) */                         \
+            const int in = q < rem;                                           \
+            const double dv = in ? (TAIL) : 0.0;                              \
+            PAIR_TERM(dv)                                                     \
+            a[q] += in ? e : 0.0;                                             \
+            a1[q] += in ? ex : 0.0;                                           \
+            a2[q] += in ? ex * x : 0.0;                                       \
+            b[q] += in ? e2 : 0.0;                                            \
+            b1[q] += in ? ex2 : 0.0;                                          \
+            b2[q] += in ? ex2 * x2 : 0.0;                                     \
+        }
+
 INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
                         double beta2, double *s, double *s1, double *s2,
-                        double *t, double *t1, double *t2) {
+                        double *t, double *t1, double *t2, const float *zf,
+                        ptrdiff_t ld, const double *mx) {
     const double delta = beta2 - beta; /* exact: the two are that close */
     if (k <= SKTS_TRANSPOSE_MAX) {
         pair_columns(d, r, k, beta, beta2, delta, s, s1, s2, t, t1, t2);
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
-        const double *row = d + i * k;
         double a[L] = {0}, a1[L] = {0}, a2[L] = {0};
         double b[L] = {0}, b1[L] = {0}, b2[L] = {0};
         ptrdiff_t j = 0;
         const ptrdiff_t rem = k % L;
-        for (; j + L <= k; j += L)
-            for (int q = 0; q < L; q++) {
-                PAIR_TERM(row[j + q])
-                a[q] += e;
-                a1[q] += ex;
-                a2[q] += ex * x;
-                b[q] += e2;
-                b1[q] += ex2;
-                b2[q] += ex2 * x2;
-            }
-        if (rem)
-            for (int q = 0; q < L; q++) {
-                /* the tail as one vector (see sums64) */
-                const int in = q < rem;
-                const double dv = in ? row[j + q] : 0.0;
-                PAIR_TERM(dv)
-                a[q] += in ? e : 0.0;
-                a1[q] += in ? ex : 0.0;
-                a2[q] += in ? ex * x : 0.0;
-                b[q] += in ? e2 : 0.0;
-                b1[q] += in ? ex2 : 0.0;
-                b2[q] += in ? ex2 * x2 : 0.0;
-            }
+        if (zf) {
+            const float *zr = zf + i * ld;
+            const double m = mx[i];
+            float tail[L] = {0}; /* (the row's last partial vector, padded) */
+            for (ptrdiff_t q = 0; q < rem; q++) tail[q] = zr[k - rem + q];
+            PAIR_ROW((double)zr[j + q] - m, (double)tail[q] - m)
+        } else {
+            const double *row = d + i * k;
+            PAIR_ROW(row[j + q], row[j + q])
+        }
         s[i] = tree16(a);
         s1[i] = tree16(a1);
         s2[i] = tree16(a2);
@@ -494,9 +539,15 @@ INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 }
 
 /* The same in float32 arithmetic, accumulated in float64. */
+/* d = z - m in float32, clamped as centre() does */
+INLINE float clamp32(float v) { return v < SKTS_F32_MIN ? SKTS_F32_MIN : v; }
+
+/* (zf, ld, mx: as in sums64; d = z - m in float32 then, clamped as
+   centre() does) */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
                    int moments, double *s, double *s1, double *s2, double *s3,
-                   double *s4, float *f1, float *f2, float *f3, float *f4) {
+                   double *s4, float *f1, float *f2, float *f3, float *f4,
+                   const float *zf, ptrdiff_t ld, const double *mx) {
     /* The row sum S in float64 (its error enters the proven bounds: wide
        rows add runs of at most SKTS_RUN32 float32 terms, each run within
        (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive); the
@@ -543,22 +594,25 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
         return;
     }
     for (ptrdiff_t i = 0; i < r; i++) {
-        const float *row = d + i * k;
         double a[L] = {0};
         float a1[L] = {0}, a2[L] = {0}, a3[L] = {0}, a4[L] = {0};
+        const ptrdiff_t rem = k % L;
+        if (zf) {
+            const float *zr = zf + i * ld;
+            const float m = (float)mx[i];
+            float tail[L] = {0}; /* (the row's last partial vector, padded) */
+            for (ptrdiff_t q = 0; q < rem; q++) tail[q] = zr[k - rem + q];
+            ROW32_ALL(clamp32(zr[j + q] - m), clamp32(tail[q] - m))
+        } else {
+            const float *row = d + i * k;
+            ROW32_ALL(row[j + q], row[j + q])
+        }
         if (moments == 4) {
-            ROW32(4)
             double c3[L], c4[L];
             widen(c3, a3);
             widen(c4, a4);
             s3[i] = tree16(c3);
             s4[i] = tree16(c4);
-        } else if (moments == 2) {
-            ROW32(2)
-        } else if (moments == 1) {
-            ROW32(1)
-        } else {
-            ROW32(0)
         }
         s[i] = tree16(a);
         if (moments) {
@@ -659,10 +713,20 @@ void skts_block(const skts_args *a, void *scratch) {
                                  : (const void *)((const double *)a->z + row0 * ld);
         const int64_t *y = a->y + row0;
         const double *w = a->w ? a->w + row0 : NULL;
-        centre(z, a->z_f32, r, k, ld, y, d64,
-               single && !binary_window ? d32 : NULL, d64 + rc * k, gap, mx,
-               a->facts || binary_window ? mn : NULL);
-        if (k > SKTS_TRANSPOSE_MAX) {
+        /* Wide float32 rows whose maxima are known (a previous read found
+           them): d = z - m is computed where it is used, so the logits are
+           read once, as the arithmetic consumes them (no separate sweep for
+           the maxima, no centred copy); the same bits. */
+        const int fuse = k > SKTS_TRANSPOSE_MAX && a->z_f32 && a->mx_in != NULL &&
+                         (!single || nt == 1); /* (not for several float32
+                         candidates: each would recompute d) */
+        centre(z, a->z_f32, r, k, ld, y, fuse ? NULL : d64,
+               single && !binary_window && !fuse ? d32 : NULL, d64 + rc * k, gap,
+               mx, a->facts || binary_window ? mn : NULL,
+               a->mx_in ? a->mx_in + row0 : NULL);
+        if (a->mx_out)
+            for (ptrdiff_t i = 0; i < r; i++) a->mx_out[row0 + i] = mx[i];
+        if (k > SKTS_TRANSPOSE_MAX && !fuse) {
             /* The last row's masked last vector reads up to 16 elements past
                it: zeros there (the scratch is not cleared when allocated). */
             if (single)
@@ -730,18 +794,19 @@ void skts_block(const skts_args *a, void *scratch) {
                                      ? (a->higher ? 4 : a->second ? 2 : 1)
                                  : a->deriv_at == q ? 2 : a->first_spread == q;
                 sums32(d32, r, k, (float)beta, nmom, s, s1, s2, s3, s4, f1, f2,
-                       f3, f4);
+                       f3, f4, fuse ? (const float *)z : NULL, ld, mx);
             } else {
                 const int mom = a->mode != SKTS_NLL &&
                                 !(a->mode == SKTS_SLOPES && !a->moments);
                 if (a->pair && mom && q == 0) {
-                    sums64_pair(d64, r, k, beta, a->betas[1], s, s1, s2, t0, t1, t2);
+                    sums64_pair(d64, r, k, beta, a->betas[1], s, s1, s2, t0, t1,
+                                t2, fuse ? (const float *)z : NULL, ld, mx);
                 } else if (a->pair && mom && q == 1) {
                     for (ptrdiff_t i = 0; i < r; i++)
                         s[i] = t0[i], s1[i] = t1[i], s2[i] = t2[i];
                 } else {
                     sums64(d64, r, k, beta, mom && a->higher ? 4 : mom, s, s1,
-                           s2, s3, s4);
+                           s2, s3, s4, fuse ? (const float *)z : NULL, ld, mx);
                 }
             }
             /* log S in a loop of its own: it vectorises there */

@@ -233,6 +233,9 @@ typedef struct {
     int higher;          /* SKTS_DERIV and SKTS_SLOPES (moments, no pair): two
                             more sums, of F'''_row and F''''_row (the rows'
                             third and fourth cumulants of d), to steer */
+    const double *mx_in; /* the block's row maxima, if known (wide float32
+                            rows are then read in one sweep), or NULL */
+    double *mx_out;      /* where to write the block's row maxima, or NULL */
     double *out;         /* this block's results */
     unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
 } skts_args;

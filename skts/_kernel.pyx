@@ -38,6 +38,8 @@ cdef extern from "_kernel.h" nogil:
         int deriv_at
         int pair
         int higher
+        const double *mx_in
+        double *mx_out
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -86,7 +88,7 @@ def block_pass(
     logits, y, sample_weight, double total, betas, temperatures, int mode, *,
     bint single=False, bint second=True, bint moments=True, bint facts=False,
     int first_spread=0, double spread=0.0, int deriv_at=-1, bint pair=False,
-    bint higher=False, int n_threads=1,
+    bint higher=False, int n_threads=1, row_max=None, row_max_out=None,
 ):
     """Per-block weighted sums (one row per block of ``_blocks``).
 
@@ -154,6 +156,22 @@ def block_pass(
     base.deriv_at = deriv_at
     base.pair = pair and nt >= 2 and abs(b_v[1] - b_v[0]) <= 1e-9 * b_v[0]
     base.higher = higher
+    # Row maxima: known (row_max, from an earlier read of the same rows) or
+    # wanted (row_max_out, written here): float64 arrays of n_rows.
+    cdef const double[::1] mx_v
+    cdef double[::1] mx_out_v
+    base.mx_in = NULL
+    base.mx_out = NULL
+    if row_max is not None:
+        if row_max.shape != (n,) or row_max.dtype != np.float64:
+            raise ValueError("row_max must be float64 of one value per row")
+        mx_v = row_max
+        base.mx_in = &mx_v[0]
+    if row_max_out is not None:
+        if row_max_out.shape != (n,) or row_max_out.dtype != np.float64:
+            raise ValueError("row_max_out must be float64 of one value per row")
+        mx_out_v = row_max_out
+        base.mx_out = &mx_out_v[0]
     cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef Py_ssize_t b, row0
     cdef skts_args a
@@ -177,6 +195,10 @@ def block_pass(
                 a.y = &y_v[row0]
                 a.w = (w_p + row0) if w_p != NULL else NULL
                 a.out = &out_v[b, 0, 0]
+                if base.mx_in != NULL:
+                    a.mx_in = base.mx_in + row0
+                if base.mx_out != NULL:
+                    a.mx_out = base.mx_out + row0
                 a.found = &found_v[b, 0] if facts else NULL
                 skts_block(&a, pool + threadid() * scratch_bytes)
     finally:

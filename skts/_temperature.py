@@ -277,6 +277,9 @@ def _kernel_pass(
     n_samples, n_classes = logits.shape
     if _compiled(logits):
         threads = _kernel_threads(n_jobs, n_samples * n_classes)
+        maxima = getattr(_LOCAL, "maxima", None)
+        if maxima is not None and maxima.logits is logits:
+            options.update(maxima.options())
         return _kernel.block_pass(
             logits,
             y,
@@ -398,6 +401,38 @@ class _Stacked:
         return self._fold_all()
 
 
+class _RowMaxima:
+    """The row maxima of wide float32 logits, found by a fit's first read and
+    given to the later ones: the kernel then reads such rows once per pass,
+    as its arithmetic consumes them (no separate sweep for the maxima). The
+    same bits either way (a maximum is exact)."""
+
+    def __init__(self, logits):
+        self.logits = logits
+        self.values: NDArray | None = None
+        self._pending: NDArray | None = None
+
+    @staticmethod
+    def wanted(logits) -> bool:
+        return (
+            _compiled(logits)
+            and logits.dtype == np.float32
+            and logits.shape[1] > 32
+            and logits.shape[0] > 0
+        )
+
+    def options(self) -> dict:
+        if self.values is not None:
+            return {"row_max": self.values}
+        self._pending = np.empty(self.logits.shape[0])
+        return {"row_max_out": self._pending}
+
+    def read(self) -> None:
+        """After a pass: the maxima it wrote, if any, are known."""
+        if self.values is None and self._pending is not None:
+            self.values, self._pending = self._pending, None
+
+
 class _Rows:
     """The held-out rows as every pass reads them.
 
@@ -428,14 +463,23 @@ class _Rows:
     def reduce(self, partial, combine, *args):
         """``partial``'s per-block results over all the rows, folded in block
         order with ``combine``."""
-        parts = partial(
-            self.logits,
-            self.y,
-            self.sample_weight,
-            self.total,
-            *args,
-            n_jobs=self.n_jobs,
-        )
+        maxima = self.__dict__.get("_maxima")
+        if maxima is None and _RowMaxima.wanted(self.logits):
+            maxima = self._maxima = _RowMaxima(self.logits)
+        _LOCAL.maxima = maxima
+        try:
+            parts = partial(
+                self.logits,
+                self.y,
+                self.sample_weight,
+                self.total,
+                *args,
+                n_jobs=self.n_jobs,
+            )
+        finally:
+            _LOCAL.maxima = None
+        if maxima is not None:
+            maxima.read()
         return _fold(combine, parts)
 
     def flat(self) -> bool:

@@ -500,3 +500,37 @@ def test_openmp_spins_briefly_unless_told_and_the_environment_is_kept(user):
     spin, asked = run.stdout.split(maxsplit=1)
     assert spin == str(user)
     assert asked.strip() == ("['GOMP_SPINCOUNT']" if user is None else "[]")
+
+
+@pytest.mark.parametrize("k", [33, 100, 5000])
+def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
+    # A pass may write the row maxima it finds (row_max_out) and a later one
+    # take them (row_max): wide float32 rows are then read once, d = z - m
+    # computed where it is used. Every mode keeps its bits.
+    rng = np.random.default_rng(k)
+    n = 30_000 // k
+    z = (rng.normal(scale=4.0, size=(n, k))).astype(np.float32)
+    y = rng.integers(0, k, n)
+    w = rng.uniform(0, 2, n)
+    total = float(w.sum())
+    found = np.full(n, np.nan)
+    _kernel.block_pass(z, y, w, total, [1.0], [1.0], _kernel.NLL, row_max_out=found)
+    assert np.array_equal(found, z.max(axis=1).astype(np.float64))
+    b3 = np.array([0.5, 1.0, 1.7])
+    for mode, betas, options in [
+        (_kernel.NLL, b3, {}),
+        (_kernel.SLOPES, b3, {"moments": True, "facts": True}),
+        (_kernel.SLOPES, b3[:1], {"moments": True, "higher": True}),
+        (_kernel.SLOPES, np.array([0.7, 0.7 * (1 + 1e-10)]), {"pair": True}),
+        (_kernel.DERIV, b3[:1], {"single": True, "higher": True}),
+        (_kernel.DERIV, b3, {"single": False}),
+        (_kernel.WINDOW, b3, {"single": True, "deriv_at": 1}),
+        (_kernel.WINDOW, b3[:1], {"single": True}),
+    ]:
+        plain = _kernel.block_pass(z, y, w, total, betas, 1 / betas, mode, n_threads=2, **options)
+        known = _kernel.block_pass(
+            z, y, w, total, betas, 1 / betas, mode, n_threads=2, row_max=found, **options
+        )
+        assert np.array_equal(plain[0], known[0], equal_nan=True), (mode, options)
+    with pytest.raises(ValueError, match="row_max"):
+        _kernel.block_pass(z, y, w, total, [1.0], [1.0], _kernel.NLL, row_max=found[:-1])

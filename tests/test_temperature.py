@@ -801,3 +801,30 @@ def test_per_block_results_fold_in_block_order_without_a_step_per_block():
     assert np.array_equal(got[0], want[0]) and got[1] == want[1]
     derivs = _derivatives_part(*args, [0.8, 1.0], "float32", True)
     assert np.array_equal(_fold(_add, derivs), one_by_one(_add, derivs))
+
+
+def test_a_fit_reads_wide_rows_maxima_once_and_keeps_its_bits(monkeypatch):
+    # The first read of a fit records the row maxima of wide float32 logits;
+    # later reads take them (one sweep of the logits each). Same answers, to
+    # the bit, as without.
+    import skts._temperature as numerics
+
+    rng = np.random.default_rng(7)
+    z = (rng.normal(scale=3.0, size=(3000, 200))).astype(np.float32)
+    y = np.where(rng.random(3000) < 0.7, z.argmax(axis=1), rng.integers(0, 200, 3000))
+    rows = numerics._Rows(z, y)
+    numerics._slopes(rows, [1.0])
+    assert np.array_equal(rows._maxima.values, z.max(axis=1).astype(np.float64))
+    with_maxima = [
+        solve_continuous(z, y, 0.01, 100.0),
+        grid_search(z, y, default_temperatures()),
+    ]
+    monkeypatch.setattr(numerics._RowMaxima, "wanted", staticmethod(lambda z: False))
+    without = [
+        solve_continuous(z, y, 0.01, 100.0),
+        grid_search(z, y, default_temperatures()),
+    ]
+    assert with_maxima == without
+    rows = numerics._Rows(z, y)
+    numerics._slopes(rows, [1.0])
+    assert "_maxima" not in rows.__dict__
