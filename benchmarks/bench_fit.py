@@ -343,6 +343,14 @@ def bench(name, args, bandwidth, exp_rate):
         "predict_proba": lambda: scaler.predict_proba(logits),
         "numpy softmax": lambda: numpy_softmax(logits, t),
     }
+    res = rounds(jobs, args.rounds)
+    # The peers after skts's rounds, not before or between them (their check
+    # that they can fit the shape included): PyTorch's threads keep spinning
+    # for a while after a call, which would slow whatever runs next, and some
+    # peers allocate and free gigabytes, after which fresh allocations (skts's
+    # 2 GiB of predict_proba output at 5,000 x 50,000) were seen to fault
+    # slowly now and then on this kind of virtual machine.
+    # (They take seconds to minutes on the largest shapes: one round there.)
     peers = [p for p in PEERS if p in args.peers and available(p)]
     failed = {}
     temps = {}
@@ -353,10 +361,6 @@ def bench(name, args, bandwidth, exp_rate):
             failed[p] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}"
             peers.remove(p)
             continue
-    res = rounds(jobs, args.rounds)
-    # The peers after skts's rounds, not between them: PyTorch's threads keep
-    # spinning for a while after a call, which would slow whatever runs next.
-    # (They take seconds to minutes on the largest shapes: one round there.)
     peer_jobs = {p: (lambda p=p: METHODS[p](logits, y)) for p in peers}
     # (The check above that each peer can fit the shape was its warm-up.)
     res.update(rounds(peer_jobs, args.peer_rounds if n * k < 5e7 else 1, False))
