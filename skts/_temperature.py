@@ -460,12 +460,18 @@ class _Rows:
         self.total = _weights_total(self.sample_weight, self.n_samples, self.n_classes)
         self.n_jobs = n_jobs
 
-    def reduce(self, partial, combine, *args):
-        """``partial``'s per-block results over all the rows, folded in block
-        order with ``combine``."""
+    def row_maxima(self) -> _RowMaxima | None:
+        """The rows' maxima as the fit's reads find them (wide float32 rows
+        only, else None)."""
         maxima = self.__dict__.get("_maxima")
         if maxima is None and _RowMaxima.wanted(self.logits):
             maxima = self._maxima = _RowMaxima(self.logits)
+        return maxima
+
+    def reduce(self, partial, combine, *args):
+        """``partial``'s per-block results over all the rows, folded in block
+        order with ``combine``."""
+        maxima = self.row_maxima()
         _LOCAL.maxima = maxima
         try:
             parts = partial(
@@ -1365,19 +1371,27 @@ def _warm_start(
         def deriv(b: float):
             if b in seen:
                 return tuple(seen[b][:3])
-            sums, facts = _kernel_pass(
-                rows.logits,
-                rows.y,
-                rows.sample_weight,
-                rows.total,
-                [b],
-                [1.0 / b],
-                _kernel.DERIV,
-                None,
-                single=True,
-                facts=want_facts and not found,
-                higher=higher,
-            )
+            # (a read of all the data records its row maxima for the fit)
+            maxima = rows.row_maxima() if rows is data else None
+            _LOCAL.maxima = maxima
+            try:
+                sums, facts = _kernel_pass(
+                    rows.logits,
+                    rows.y,
+                    rows.sample_weight,
+                    rows.total,
+                    [b],
+                    [1.0 / b],
+                    _kernel.DERIV,
+                    None,
+                    single=True,
+                    facts=want_facts and not found,
+                    higher=higher,
+                )
+            finally:
+                _LOCAL.maxima = None
+            if maxima is not None:
+                maxima.read()
             if facts is not None:
                 top, bottom = bool(np.all(facts[:, 0])), bool(np.all(facts[:, 1]))
                 found.append(1 if top else -1 if bottom else 0)
@@ -1400,7 +1414,10 @@ def _warm_start(
         else:
             beta0, _ = _newton_beta(moments(sample, {}), lo, hi, beta0, rtol=1e-2)
         seen: dict = {}
-        moments(sample, seen, higher=True)(beta0)
+        # (the data itself when it can be read in place: the same values, and
+        # its row maxima are then known to the fit's later reads)
+        rows = data if type(data) is _Rows and _compiled(data.logits) else sample
+        moments(rows, seen, higher=True)(beta0)
         edge = found[0]
         if edge:
             return (hi if edge == 1 else lo), np.inf, np.nan, edge
