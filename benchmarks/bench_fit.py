@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -305,12 +306,20 @@ def exactness(logits, y, chosen: float) -> str:
 
 
 def rounds(jobs: dict, n_rounds: int, warm_up: bool = True):
-    """Median and minimum time of each job over interleaved rounds."""
+    """Median and minimum time of each job over interleaved rounds.
+
+    The jobs run in a new random order each round (a fixed seed): under load
+    the scheduler sets this process aside at a near-regular period, and in a
+    fixed order that period can fall on the same job round after round.
+    """
     times: dict[str, list[float]] = {name: [] for name in jobs}
     for fn in jobs.values() if warm_up else ():
         fn()  # warm-up (and imports)
+    order = random.Random(0)
     for _ in range(n_rounds):
-        for name, fn in jobs.items():
+        names = list(jobs)
+        order.shuffle(names)
+        for name, fn in ((name, jobs[name]) for name in names):
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
