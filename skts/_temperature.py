@@ -643,6 +643,8 @@ def _model_step(g1: float, g2: float, g3: float = 0.0, g4: float = 0.0) -> float
     if not (np.isfinite(g1) and np.isfinite(g2) and g2 > 0.0):
         return math.nan
     newton = -g1 / g2
+    if newton == 0.0:
+        return newton  # (F' = 0 here: the root nearest 0 is 0)
     if not (np.isfinite(g3) and np.isfinite(g4)) or (g3 == 0.0 and g4 == 0.0):
         return newton
     h = newton

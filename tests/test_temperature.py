@@ -716,6 +716,7 @@ def test_the_cubic_model_step_is_exact_on_a_cubic_and_newton_is_its_fallback():
     newton = _model_step(g1, g2)
     assert newton == -g1 / g2 and abs(b0 + newton - r) > 1e-4
     assert math.isnan(_model_step(g1, 0.0, g3, g4))  # no curvature: no step
+    assert _model_step(0.0, g2, g3, g4) == 0.0  # at the root already
     assert math.isnan(_model_step(g1, -1.0))
     # A model without a root (1 + h + 500 h**2): Newton's step instead.
     assert _model_step(1.0, 1.0, 1e3, 0.0) == -1.0
