@@ -9,9 +9,8 @@ minute)::
 
 The pass is the float32 derivative pass of the continuous solver (one beta);
 each setting runs 200 times after a pause of 0, 2 or 10 ms (``time.sleep``;
-idle workers spin briefly, then sleep). Prints the minimum and
-median in ms. The kernel API used here is the same in releases that ran on
-OpenMP threads, so the script compares them too.
+idle OpenMP workers spin briefly, then sleep, and a pass then wakes them).
+Prints the minimum and median in ms, as a markdown table.
 """
 
 import argparse
