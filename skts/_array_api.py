@@ -20,6 +20,8 @@ recognised by their type's module and their ``__dlpack__``/``device``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -411,7 +413,7 @@ class XpRows(_Rows):
 
         return self._each(block)
 
-    def _slopes(self, temperatures, moments, facts, higher=False):
+    def _slopes(self, temperatures, moments, facts, higher=False, span=False):
         """:func:`skts._temperature._slopes_part` in the array's namespace."""
         xp = self.xp
         k_classes = self.n_classes
@@ -428,6 +430,8 @@ class XpRows(_Rows):
                     bool(xp.all((zy == low) | ~live)),
                     bool(xp.any((m > low) & live)),
                 )
+            # (the block's largest row range, as the kernel's span_out)
+            found += (float(xp.max(m - xp.min(z, axis=1))) if span else math.inf,)
             out = []
             for t in temperatures:
                 x = xp.clip(d / t, min=_EXP_FLOOR)

@@ -704,6 +704,7 @@ void skts_block(const skts_args *a, void *scratch) {
                  + (a->higher ? 2 : 0);
     double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
     int top = 1, bottom = 1, varies = 0;
+    double span = 0.0;
     const int binary_window = a->mode == SKTS_WINDOW && k == 2;
     if (!acc) return; /* the caller sees out untouched (NaN) */
     for (ptrdiff_t row0 = 0; row0 < n; row0 += rc) {
@@ -722,8 +723,13 @@ void skts_block(const skts_args *a, void *scratch) {
                          candidates: each would recompute d) */
         centre(z, a->z_f32, r, k, ld, y, fuse ? NULL : d64,
                single && !binary_window && !fuse ? d32 : NULL, d64 + rc * k, gap,
-               mx, a->facts || binary_window ? mn : NULL,
+               mx, a->facts || binary_window || a->span_out ? mn : NULL,
                a->mx_in ? a->mx_in + row0 : NULL);
+        if (a->span_out)
+            for (ptrdiff_t i = 0; i < r; i++) {
+                const double g = mx[i] - mn[i];
+                span = g > span ? g : span;
+            }
         if (a->mx_out)
             for (ptrdiff_t i = 0; i < r; i++) a->mx_out[row0 + i] = mx[i];
         if (k > SKTS_TRANSPOSE_MAX && !fuse) {
@@ -900,6 +906,7 @@ void skts_block(const skts_args *a, void *scratch) {
         for (int v = 0; v < nv; v++) a->out[q * nv + v] = lanes(acc + (q * nv + v) * L);
     if (a->mode == SKTS_WINDOW)
         for (ptrdiff_t q = 0; q < nt; q++) a->out[q * nv + 1] += 4e-38 * (double)k;
+    if (a->span_out) *a->span_out = span;
     if (a->found) {
         a->found[0] = (unsigned char)top;
         a->found[1] = (unsigned char)bottom;

@@ -236,6 +236,8 @@ typedef struct {
     const double *mx_in; /* the block's row maxima, if known (wide float32
                             rows are then read in one sweep), or NULL */
     double *mx_out;      /* where to write the block's row maxima, or NULL */
+    double *span_out;    /* where to write the largest row range (max z -
+                            min z, rounded to nearest) of the block, or NULL */
     double *out;         /* this block's results */
     unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
 } skts_args;

@@ -40,6 +40,7 @@ cdef extern from "_kernel.h" nogil:
         int higher
         const double *mx_in
         double *mx_out
+        double *span_out
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -89,6 +90,7 @@ def block_pass(
     bint single=False, bint second=True, bint moments=True, bint facts=False,
     int first_spread=0, double spread=0.0, int deriv_at=-1, bint pair=False,
     bint higher=False, int n_threads=1, row_max=None, row_max_out=None,
+    span_out=None,
 ):
     """Per-block weighted sums (one row per block of ``_blocks``).
 
@@ -97,6 +99,8 @@ def block_pass(
     with ``higher``: the sums of ``F'''`` and ``F''''`` of the rows) and, with
     ``facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom, varies).
     ``higher`` needs DERIV, or SLOPES with ``moments`` and no ``pair``.
+    ``span_out``: a float64 array of one value per block, where each block
+    writes the largest range (max - min, rounded to nearest) of its rows.
     """
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
     cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
@@ -172,6 +176,13 @@ def block_pass(
             raise ValueError("row_max_out must be float64 of one value per row")
         mx_out_v = row_max_out
         base.mx_out = &mx_out_v[0]
+    cdef double[::1] span_v
+    base.span_out = NULL
+    if span_out is not None:
+        if span_out.shape != (n_blocks,) or span_out.dtype != np.float64:
+            raise ValueError("span_out must be float64 of one value per block")
+        span_v = span_out
+        base.span_out = &span_v[0]
     cdef size_t scratch_bytes = skts_scratch_bytes(k)
     cdef Py_ssize_t b, row0
     cdef skts_args a
@@ -199,6 +210,8 @@ def block_pass(
                     a.mx_in = base.mx_in + row0
                 if base.mx_out != NULL:
                     a.mx_out = base.mx_out + row0
+                if base.span_out != NULL:
+                    a.span_out = base.span_out + b
                 a.found = &found_v[b, 0] if facts else NULL
                 skts_block(&a, pool + threadid() * scratch_bytes)
     finally:

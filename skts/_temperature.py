@@ -630,6 +630,66 @@ def _derivatives(
         )
 
 
+def _one_read_bracket(
+    x: float, read: _Slopes, n_samples: int, n_classes: int, half: float
+) -> tuple[float, float, float] | None:
+    """A bracket of the minimiser proven from one float64 read at ``x``
+    alone: ``(t, p, q)``, ``F' < 0`` at ``p`` and ``> 0`` at ``q``, ``|q - p|
+    <= 2 half``, about Newton's target ``t``; None if the read cannot prove
+    it (then the caller reads a pair there).
+
+    Notes
+    -----
+    Per row, the third cumulant of ``d`` under ``softmax(beta d)`` is at most
+    the row's range ``R_i`` times its variance, so ``|F'''| <= R F''``, ``R``
+    the largest range (``read.span``), and for ``h >= 0``
+    ``F''(x +- h)`` lies in ``[F''(x) e^(-R h), F''(x) e^(R h)]``. With
+    ``F'(x) = g +- e_g`` (the read's proven bound) and ``F''(x) = H +- e_H``,
+    at distance ``h`` towards the root ``|F'|`` has fallen by at least
+    ``(H - e_H) (1 - e^(-R h)) / R`` and at most ``(H + e_H) (e^(R h) - 1) /
+    R``: ``F'`` has changed sign at ``t``'s far end, and not yet at its near
+    end, when those bounds say so (with a margin of 1e-9 relative for the
+    roundings of the test itself).
+
+    ``e_H``: with ``R beta <= 600`` no exponent reaches the clamp at -700,
+    and each exponential of the read is within ``(8 + 3 |x_j|) u``, ``|x_j|
+    <= R beta``; the row sums of ``e``, ``e x`` and ``e x^2`` (same-signed
+    terms) then carry at most ``c = K + 16 + 3 R beta`` units ``u``, the
+    variance ``E[x^2] - E[x]^2`` at most ``4 (c + 1) u (E[x^2] + E[x]^2)``
+    (first order), and the read's bound of ``F'`` sums at least ``8 u T
+    (E[x^2] + E[x]^2)`` per row: ``e_H <= (c + 1) e_g T`` once doubled; we
+    use four times that, plus ``(2 N + 8) u H`` for the weighted sums.
+    """
+    f, g, h = (float(v) for v in read.values[0])
+    eg, span = float(read.bound[0]), read.span * (1.0 + 4.0 * _EPS)
+    beta = x
+    if not (
+        math.isfinite(span) and span * beta <= 600.0 and abs(g) > eg and h > 0.0
+    ):
+        return None
+    unit = _EPS / 2.0
+    c = n_classes + 16.0 + 3.0 * span * beta
+    eh = 4.0 * (c + 1.0) * eg / beta + 2.0 * (2.0 * n_samples + 8.0) * unit * h
+    h_lo, h_hi = h - eh, h + eh
+    if not h_lo > 0.0:
+        return None
+    way = 1.0 if g < 0.0 else -1.0  # towards the root
+    t = x + way * (abs(g) / h)
+    far, near = t + way * half, t - way * half
+    reach_far, reach_near = (far - x) * way, (near - x) * way
+
+    def fall(scale: float, dist: float, grow: bool) -> float:
+        if span == 0.0:
+            return scale * dist
+        return scale * (math.expm1(span * dist) if grow else -math.expm1(-span * dist)) / span
+
+    if not fall(h_lo, reach_far, False) > (abs(g) + eg) * (1.0 + 1e-9):
+        return None
+    if reach_near > 0.0 and not fall(h_hi, reach_near, True) * (1.0 + 1e-9) < abs(g) - eg:
+        return None
+    return t, min(far, near), max(far, near)
+
+
 def _model_step(g1: float, g2: float, g3: float = 0.0, g4: float = 0.0) -> float:
     """The step ``h`` to the root of ``F'`` from a point where ``F'`` and its
     next three derivatives are ``g1 ... g4``: the root nearest 0 of the cubic Taylor
@@ -719,6 +779,9 @@ class _Slopes:
     # of F' (see _model_step).
     steps: NDArray
     orders: NDArray | None = None
+    # The largest range (max - min) of a row's logits, when asked for (else
+    # inf): F'' changes by at most a factor exp(span |h|) over a step h.
+    span: float = math.inf
 
     def decreasing(self, k: int) -> bool:
         """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
@@ -738,10 +801,12 @@ def _slopes_part(
     moments,
     facts,
     higher=False,
+    span=False,
     *,
     n_jobs=None,
 ):
-    """:func:`_slopes`' per-block ``(sums, (top, bottom, varies))``."""
+    """:func:`_slopes`' per-block ``(sums, (top, bottom, varies, span))``
+    (``span``: the block's largest row range if asked for, else inf)."""
     ts = np.asarray(temperatures, dtype=np.float64)
     order, pair = np.arange(ts.shape[0]), False
     betas = 1.0 / ts
@@ -752,6 +817,8 @@ def _slopes_part(
             rest = [q for q in range(ts.shape[0]) if q not in (i, i + 1)]
             order, pair = np.array([i, i + 1, *rest]), True
             break
+    n_blocks = -(-logits.shape[0] // max(1, _BLOCK_ELEMENTS // max(logits.shape[1], 1)))
+    spans = np.full(n_blocks, np.inf)
     sums, found = _kernel_pass(
         logits,
         y,
@@ -765,6 +832,7 @@ def _slopes_part(
         facts=facts,
         pair=pair,
         higher=higher and moments,
+        **({"span_out": spans} if span else {}),
     )
     if pair:
         sums[:, order] = sums.copy()  # (back in the order asked)
@@ -775,18 +843,32 @@ def _slopes_part(
         found = np.zeros((sums.shape[0], 3), dtype=bool)
     found = found.astype(bool)
     return _Stacked(
-        lambda i: (sums[i], (bool(found[i, 0]), bool(found[i, 1]), bool(found[i, 2]))),
+        lambda i: (
+            sums[i],
+            (bool(found[i, 0]), bool(found[i, 1]), bool(found[i, 2]), float(spans[i])),
+        ),
         lambda: (
             _in_order(sums),
-            (bool(found[:, 0].all()), bool(found[:, 1].all()), bool(found[:, 2].any())),
+            (
+                bool(found[:, 0].all()),
+                bool(found[:, 1].all()),
+                bool(found[:, 2].any()),
+                float(spans.max()),
+            ),
         ),
         sums.shape[0],
     )
 
 
 def _combine_slopes(a, b):
-    (sums_a, (top_a, bottom_a, var_a)), (sums_b, (top_b, bottom_b, var_b)) = a, b
-    return sums_a + sums_b, (top_a and top_b, bottom_a and bottom_b, var_a or var_b)
+    (sums_a, (top_a, bottom_a, var_a, span_a)) = a
+    (sums_b, (top_b, bottom_b, var_b, span_b)) = b
+    return sums_a + sums_b, (
+        top_a and top_b,
+        bottom_a and bottom_b,
+        var_a or var_b,
+        max(span_a, span_b),
+    )
 
 
 def _slopes(
@@ -796,6 +878,7 @@ def _slopes(
     moments: bool = True,
     facts: bool = True,
     higher: bool = False,
+    span: bool = False,
 ) -> _Slopes:
     """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
     in float64, with a proven bound on the error of ``F'``; one read.
@@ -833,8 +916,8 @@ def _slopes(
     n_samples, n_classes = rows.n_samples, rows.n_classes
     unit = _EPS / 2.0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        totals, (all_top, all_bottom, varies) = rows.reduce(
-            _slopes_part, _combine_slopes, temperatures, moments, facts, higher
+        totals, (all_top, all_bottom, varies, widest) = rows.reduce(
+            _slopes_part, _combine_slopes, temperatures, moments, facts, higher, span
         )
         # The weighted sums add at most one relative rounding per row of a
         # block and one per block to the sum of |row slope|.
@@ -856,7 +939,13 @@ def _slopes(
             if np.isfinite(h) and np.isfinite(steps[i]):
                 steps[i], orders[i] = -h, 4
     return _Slopes(
-        values, bound, all_top and varies, all_bottom and varies, steps, orders
+        values,
+        bound,
+        all_top and varies,
+        all_bottom and varies,
+        steps,
+        orders,
+        float(widest) if span else math.inf,
     )
 
 
@@ -1752,10 +1841,14 @@ def _solve_continuous(
     (between the bracket ends and the points) wider than ``tau * 4**(r - 1)``,
     ``r`` the reads left (at most three per gap), so whatever the signs the
     bracket is at most ``tau`` wide when the budget is spent; on smooth data
-    that costs no point until the budget is nearly spent. Newton steps (two
-    points straddling the target, in one read, once the step's error is
-    below tau; read as a pair, they cost little more than one) usually
-    end it after 2 float64 reads. The search also stops at a point where
+    that costs no point until the budget is nearly spent. A read of one
+    point near the root usually ends it: a bracket of width 0.9 tau about
+    its Newton target is proven from that read alone
+    (:func:`_one_read_bracket`: the rows' largest range bounds how fast
+    ``F''`` can change). Where it is not, Newton steps (two points
+    straddling the target, in one read, once the step's error is below tau;
+    read as a pair, they cost little more than one) end it after one float64
+    read more. The search also stops at a point where
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
     side of it the minimiser lies.
     """
@@ -1785,7 +1878,10 @@ def _solve_continuous(
     def read(points: list[float], higher: bool = False) -> _Slopes:
         nonlocal passes, a, b, neg_seen, pos_seen, settled
         ends = lo in points or hi in points  # the exact facts matter at the ends
-        res = _slopes(rows, [1.0 / p for p in points], facts=ends, higher=higher)
+        one = len(points) == 1 and not ends  # (its span: see _one_read_bracket)
+        res = _slopes(
+            rows, [1.0 / p for p in points], facts=ends, higher=higher, span=one
+        )
         passes += 1
         for p, (f, g, _), bound, step, order in zip(
             points, res.values, res.bound, res.steps, res.orders, strict=True
@@ -1904,8 +2000,22 @@ def _solve_continuous(
         if not points:
             break
         interior = len(points) == 1 and lo < points[0] < hi
-        read(points, higher=higher and interior)
+        res = read(points, higher=higher and interior)
         higher = False
+        if interior and settled is None:
+            # A bracket proven from this read alone, about Newton's target:
+            # no second read (the pair) to straddle it.
+            found = _one_read_bracket(
+                points[0], res, rows.n_samples, rows.n_classes, 0.45 * tau
+            )
+            if found is not None and a <= found[1] and found[2] <= b:
+                x0, (f0, g0, h0) = points[0], (float(v) for v in res.values[0])
+                t, a, b = found
+                # F at t from its Taylor polynomial at x0 (the cubic term,
+                # below R F'' |t - x0|**3 / 6, is far below F's rounding).
+                dt = t - x0
+                loss = f0 + g0 * dt + 0.5 * h0 * dt * dt
+                return SearchResult(1.0 / t, float(loss), False, passes)
     if settled is not None:
         beta = settled
     elif a == b:

@@ -104,3 +104,23 @@ def exact_choice(logits, y, temperatures, sample_weight=None, *, screen=None):
     """The rule's answer when it is unique beyond 1e-40 relative, else None."""
     allowed = exact_choices(logits, y, temperatures, sample_weight, screen=screen)
     return allowed[0] if len(allowed) == 1 else None
+
+
+def exact_slope(logits, y, beta, sample_weight=None):
+    """F'(beta) = d/dbeta of the mean NLL at T = 1/beta (the weighted mean of
+    E_p[z] - z_y, p = softmax(beta z)), an mpmath number at 60 digits."""
+    z = np.asarray(logits, dtype=np.float64).tolist()
+    y = np.asarray(y).tolist()
+    w = [1.0] * len(y) if sample_weight is None else list(map(float, sample_weight))
+    with mpmath.workdps(_DIGITS):
+        b = mpmath.mpf(float(beta))
+        total, weight = mpmath.mpf(0), mpmath.fsum(mpmath.mpf(wi) for wi in w)
+        for zi, yi, wi in zip(z, y, w, strict=True):
+            if wi == 0:
+                continue
+            row = [mpmath.mpf(v) for v in zi]
+            m = max(row)
+            e = [mpmath.exp(b * (v - m)) for v in row]
+            mean = mpmath.fsum(ej * v for ej, v in zip(e, row, strict=True)) / mpmath.fsum(e)
+            total += mpmath.mpf(wi) * (mean - row[yi])
+        return total / weight

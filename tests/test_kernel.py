@@ -534,3 +534,32 @@ def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
         assert np.array_equal(plain[0], known[0], equal_nan=True), (mode, options)
     with pytest.raises(ValueError, match="row_max"):
         _kernel.block_pass(z, y, w, total, [1.0], [1.0], _kernel.NLL, row_max=found[:-1])
+
+
+@pytest.mark.parametrize("k", [2, 10, 33, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_block_writes_its_widest_row(k, dtype):
+    # span_out: each block's largest row range (max - min), as numpy finds it
+    # block by block, with the row maxima known or not; the sums keep their
+    # bits.
+    rng = np.random.default_rng(k)
+    n = 150_000 // k
+    z = (rng.normal(size=(n, k)) * rng.uniform(0.1, 30.0, size=(n, 1))).astype(dtype)
+    y = rng.integers(0, k, n)
+    step = max(1, _kernel.BLOCK_ELEMENTS // k)
+    z64 = z.astype(np.float64)
+    want = np.array(
+        [
+            (z64[i : i + step].max(axis=1) - z64[i : i + step].min(axis=1)).max()
+            for i in range(0, n, step)
+        ]
+    )
+    args = (z, y, None, float(n), [0.5], [2.0], _kernel.SLOPES)
+    plain = _kernel.block_pass(*args)[0]
+    for options in ({}, {"row_max": z64.max(axis=1)}):
+        spans = np.full(len(want), np.nan)
+        out = _kernel.block_pass(*args, span_out=spans, **options)[0]
+        assert np.array_equal(spans, want)
+        assert np.array_equal(out, plain)
+    with pytest.raises(ValueError, match="span_out"):
+        _kernel.block_pass(*args, span_out=np.zeros(len(want) + 1))

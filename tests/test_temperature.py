@@ -322,7 +322,9 @@ def test_continuous_takes_few_passes_on_real_logits():
     data = np.load(_DATA / "playground_cifar100.npz")
     logits, y = data["val_logits"], data["val_labels"]
     cont = solve_continuous(logits, y, 0.01, 100.0, tol=1e-10)
-    assert cont.n_passes == 2  # (the warm start's reads aside)
+    # (The warm start's reads aside.) One float64 read: the bracket about its
+    # Newton target is proven from it alone (_one_read_bracket).
+    assert cont.n_passes == 1
     _, g, h = derivatives(logits, y, 1 / cont.temperature)
     # Within tau = 1e-10 * beta of the root of F': |F'| <= tau * F'' (+ rounding).
     assert abs(g) <= 1e-10 / cont.temperature * h * 1.01 + 1e-12
@@ -746,18 +748,23 @@ def test_higher_derivatives_steer_to_the_fourth_order(k):
             assert cubic < newton / 100
 
 
-@pytest.mark.parametrize(("n", "k"), [(20000, 3), (5000, 10), (2500, 40), (5000, 100)])
-def test_continuous_reads_twice_after_a_warm_start_on_all_the_data(n, k):
+@pytest.mark.parametrize(
+    ("n", "k", "reads"), [(20000, 3, 1), (5000, 10, 1), (2500, 40, 1), (5000, 100, 2)]
+)
+def test_continuous_reads_once_or_twice_after_a_warm_start_on_all_the_data(
+    n, k, reads
+):
     # When the warm-start sample is all the data, its last step (cubic model)
-    # lands near enough that float64 needs two reads: a Newton (or cubic) step,
-    # then two points straddling the root in one read. Before: 3 or 4. (A
-    # third read happens when the small first sample is far off: a few % of
-    # seeds at 100 classes and more.)
+    # lands near enough that float64 needs one read: a Newton step, whose
+    # bracket that read proves (_one_read_bracket). Where the step from the
+    # warm start is a cubic one from further off (here at 100 classes), the
+    # first-order proof refuses, and two points straddling the root are read
+    # in a second read. Before: 2 (one read more), and 3 or 4 before that.
     rng = np.random.default_rng(n + k)
     z = (rng.normal(scale=3.0, size=(n, k))).astype(np.float32)
     y = np.where(rng.random(n) < 0.7, z.argmax(axis=1), rng.integers(0, k, n))
     result = solve_continuous(z, y, 0.01, 100.0)
-    assert result.n_passes == 2
+    assert result.n_passes == reads
     _, g, h = derivatives(z, y, 1 / result.temperature)
     assert abs(g) <= 1e-10 / result.temperature * h * 1.01 + 1e-12
 
@@ -829,3 +836,78 @@ def test_a_fit_reads_wide_rows_maxima_once_and_keeps_its_bits(monkeypatch):
     rows = numerics._Rows(z, y)
     numerics._slopes(rows, [1.0])
     assert "_maxima" not in rows.__dict__
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_bracket_from_one_read_is_proven_or_refused(seed):
+    # After one float64 read at x, _one_read_bracket proves a bracket of the
+    # minimiser about Newton's target from |F'''| <= R F'' (R the largest row
+    # range) and the read's proven error bounds. Checked against F' in
+    # 60-digit arithmetic: wherever it answers, F' < 0 at the lower end and
+    # > 0 at the upper one, the two within tau. It answers near the root
+    # (within 1e-8 relative) and refuses 1e-3 away, where Newton's target
+    # misses the root by far more than tau.
+    from _reference import exact_slope
+
+    from skts._temperature import _one_read_bracket, _Rows, _slopes
+
+    rng = np.random.default_rng(seed)
+    n, k = [(300, 10), (200, 2), (120, 40), (400, 5), (150, 20), (250, 3)][seed]
+    scale = [1.0, 3.0, 8.0, 0.5, 20.0, 60.0][seed]
+    z = rng.normal(scale=scale, size=(n, k))
+    z = z.astype(np.float32) if seed % 2 else z
+    y = np.where(rng.random(n) < 0.7, z.argmax(axis=1), rng.integers(0, k, n))
+    w = None
+    if seed % 3 == 0:
+        w = rng.uniform(0, 2, n)
+        w[:5] = 0.0
+    rows = _Rows(z, y, w)
+    root = 1.0 / solve_continuous(z, y, 1e-3, 1e3, w, tol=1e-13).temperature
+    answered = []
+    for eps in (1e-9, -1e-8, 3e-8, -1e-7, 1e-6, -1e-5, 1e-4, -1e-3):
+        x = root * (1.0 + eps)
+        tau = 1e-10 * x
+        read = _slopes(rows, [1.0 / x], facts=False, span=True)
+        assert read.span == float(
+            (z.astype(np.float64).max(axis=1) - z.min(axis=1)).max()
+        )
+        found = _one_read_bracket(x, read, n, k, 0.45 * tau)
+        answered.append(found is not None)
+        if found is None:
+            continue
+        t, p, q = found
+        assert p < t < q and q - p <= tau
+        assert exact_slope(z, y, p, w) < 0 < exact_slope(z, y, q, w)
+    assert answered[:2] == [True, True]
+    assert not answered[-1]
+
+
+def test_a_bracket_from_one_read_needs_a_known_span_within_the_clamp():
+    # Without the rows' span (inf), or where beta times it reaches the
+    # exponent clamp (600), nothing is proven from one read.
+    from skts._temperature import _one_read_bracket, _Rows, _slopes
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(200, 6))
+    y = z.argmax(axis=1)
+    y[:60] = 0
+    rows = _Rows(z, y)
+    x = 1.0 / solve_continuous(z, y, 1e-3, 1e3, tol=1e-13).temperature
+    x *= 1.0 + 1e-9  # (at the root itself the sign of F' is unknowable)
+    read = _slopes(rows, [1.0 / x], facts=False, span=True)
+    assert _one_read_bracket(x, read, 200, 6, 0.45e-10 * x) is not None
+    unknown = _slopes(rows, [1.0 / x], facts=False)
+    assert unknown.span == math.inf
+    assert _one_read_bracket(x, unknown, 200, 6, 0.45e-10 * x) is None
+    # One far logit (5,000 below its row's others) puts beta R far beyond
+    # the clamp: refused, and the solver reads a pair.
+    far = z.copy()
+    far[7, (y[7] + 1) % 6] = -5000.0
+    wide = _slopes(_Rows(far, y), [1.0 / x], facts=False, span=True)
+    assert wide.span * x > 600.0
+    assert _one_read_bracket(x, wide, 200, 6, 0.45e-10 * x) is None
+    near = solve_continuous(z, y, 1e-3, 1e3)
+    fallback = solve_continuous(far, y, 1e-3, 1e3)
+    assert fallback.n_passes == near.n_passes + 1
+    _, g, h = derivatives(far, y, 1 / fallback.temperature)
+    assert abs(g) <= 1e-10 / fallback.temperature * h * 1.01 + 1e-12
