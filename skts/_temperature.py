@@ -635,57 +635,82 @@ def _one_read_bracket(
 ) -> tuple[float, float, float] | None:
     """A bracket of the minimiser proven from one float64 read at ``x``
     alone: ``(t, p, q)``, ``F' < 0`` at ``p`` and ``> 0`` at ``q``, ``|q - p|
-    <= 2 half``, about Newton's target ``t``; None if the read cannot prove
-    it (then the caller reads a pair there).
+    <= 2 half``, about the read's target ``t`` (``x`` less its step); None
+    if the read cannot prove it (then the caller reads a pair there).
 
     Notes
     -----
-    Per row, the third cumulant of ``d`` under ``softmax(beta d)`` is at most
-    the row's range ``R_i`` times its variance, so ``|F'''| <= R F''``, ``R``
-    the largest range (``read.span``), and for ``h >= 0``
-    ``F''(x +- h)`` lies in ``[F''(x) e^(-R h), F''(x) e^(R h)]``. With
-    ``F'(x) = g +- e_g`` (the read's proven bound) and ``F''(x) = H +- e_H``,
-    at distance ``h`` towards the root ``|F'|`` has fallen by at least
-    ``(H - e_H) (1 - e^(-R h)) / R`` and at most ``(H + e_H) (e^(R h) - 1) /
-    R``: ``F'`` has changed sign at ``t``'s far end, and not yet at its near
-    end, when those bounds say so (with a margin of 1e-9 relative for the
-    roundings of the test itself).
+    Per row, under ``p = softmax(beta d)``, the third and fourth cumulants
+    of ``d`` are at most ``R_i`` and ``R_i**2`` times its variance, ``R_i``
+    the row's range (``|d - E d| <= R_i``, and the variance is at most
+    ``R_i**2 / 4``). So ``|F'''| <= R F''`` and ``|F''''| <= R**2 F''``, ``R``
+    the largest range (``read.span``), and ``F''(x + h)`` lies within a
+    factor ``e^(R |h|)`` of ``F''(x)``. With ``F'(x) = g +- e_g`` (the read's
+    proven bound), ``F''(x) = H +- e_H`` and, from a ``higher`` read,
+    ``F'''(x) = K +- e_K``: at distance ``s`` towards the root, ``|F'|`` has
+    fallen by at least ``(H - e_H) (1 - e^(-R s)) / R`` and at most ``(H +
+    e_H) (e^(R s) - 1) / R``, or, with ``K``, by ``(H -+ e_H) s + (k -+ e_K)
+    s**2 / 2 -+ R**2 (H + e_H) e^(R s) s**3 / 6`` (``k = K`` towards larger
+    beta, ``-K`` towards smaller); the larger of the two lower bounds and
+    the smaller of the upper ones hold. ``F'`` has changed sign at the far
+    end of ``t +- half`` and not yet at the near one when they say so (with
+    a margin of 1e-9 of the terms for the roundings of the test itself).
 
-    ``e_H``: with ``R beta <= 600`` no exponent reaches the clamp at -700,
-    and each exponential of the read is within ``(8 + 3 |x_j|) u``, ``|x_j|
-    <= R beta``; the row sums of ``e``, ``e x`` and ``e x^2`` (same-signed
-    terms) then carry at most ``c = K + 16 + 3 R beta`` units ``u``, the
-    variance ``E[x^2] - E[x]^2`` at most ``4 (c + 1) u (E[x^2] + E[x]^2)``
-    (first order), and the read's bound of ``F'`` sums at least ``8 u T
-    (E[x^2] + E[x]^2)`` per row: ``e_H <= (c + 1) e_g T`` once doubled; we
-    use four times that, plus ``(2 N + 8) u H`` for the weighted sums.
+    The error bounds: with ``R beta <= 600`` no exponent reaches the clamp
+    at -700, and each exponential of the read is within ``(8 + 3 |x_j|) u``,
+    ``|x_j| <= R beta``; the row sums of ``e x**j`` (same-signed terms) carry
+    at most ``c = K + 16 + 3 R beta`` units ``u``, the variance ``m2 - m1**2``
+    at most ``4 (c + 1) u (m2 + m1**2)`` and ``m3 - 3 m1 m2 + 2 m1**3`` at most
+    ``24 (c + 2) u R beta m2`` (``|m1| <= R beta``, ``|m3| <= R beta m2``;
+    first order; ``m_j`` the raw moments of ``x = beta d``), and the read's
+    bound of ``F'`` sums at least ``8 u T (m2 + m1**2)`` per row. Hence
+    ``e_H <= (c + 1) e_g T`` and ``e_K <= 3 (c + 2) R beta e_g T**2``; we
+    use twice and four times those, plus ``(2 N + 8) u`` times ``H`` and
+    ``R H`` for the weighted sums.
     """
     f, g, h = (float(v) for v in read.values[0])
     eg, span = float(read.bound[0]), read.span * (1.0 + 4.0 * _EPS)
-    beta = x
+    beta, big = x, abs(g) + eg
     if not (
         math.isfinite(span) and span * beta <= 600.0 and abs(g) > eg and h > 0.0
     ):
         return None
     unit = _EPS / 2.0
     c = n_classes + 16.0 + 3.0 * span * beta
-    eh = 4.0 * (c + 1.0) * eg / beta + 2.0 * (2.0 * n_samples + 8.0) * unit * h
+    sums = (2.0 * n_samples + 8.0) * unit
+    eh = 4.0 * (c + 1.0) * eg / beta + 2.0 * sums * h
     h_lo, h_hi = h - eh, h + eh
     if not h_lo > 0.0:
         return None
     way = 1.0 if g < 0.0 else -1.0  # towards the root
-    t = x + way * (abs(g) / h)
+    third = read.third
+    if math.isfinite(third):
+        ek = 6.0 * (c + 2.0) * span * eg / beta + 2.0 * sums * span * h_hi
+        k_way = way * third
+    step = float(read.steps[0])
+    t = x - step if math.isfinite(step) else x + way * (abs(g) / h)
     far, near = t + way * half, t - way * half
     reach_far, reach_near = (far - x) * way, (near - x) * way
 
-    def fall(scale: float, dist: float, grow: bool) -> float:
-        if span == 0.0:
-            return scale * dist
-        return scale * (math.expm1(span * dist) if grow else -math.expm1(-span * dist)) / span
+    def falls(s: float) -> tuple[float, float]:
+        """Bounds on how far ``|F'|`` falls at distance ``s`` towards the
+        root, each less its margin for roundings."""
+        rs = span * s
+        lo_ = h_lo * (s if span == 0.0 else -math.expm1(-rs) / span)
+        hi_ = h_hi * (s if span == 0.0 else math.expm1(rs) / span)
+        margin = 1e-9 * (hi_ + big)
+        if math.isfinite(third):
+            cube = span * span * h_hi * math.exp(rs) * s**3 / 6.0
+            square = 0.5 * s * s
+            lo2 = h_lo * s + (k_way - ek) * square - cube
+            hi2 = h_hi * s + (k_way + ek) * square + cube
+            margin = 1e-9 * (hi_ + (abs(third) + ek) * square + cube + big)
+            lo_, hi_ = max(lo_, lo2), min(hi_, hi2)
+        return lo_ - margin, hi_ + margin
 
-    if not fall(h_lo, reach_far, False) > (abs(g) + eg) * (1.0 + 1e-9):
+    if not falls(reach_far)[0] > big:
         return None
-    if reach_near > 0.0 and not fall(h_hi, reach_near, True) * (1.0 + 1e-9) < abs(g) - eg:
+    if reach_near > 0.0 and not falls(reach_near)[1] < abs(g) - eg:
         return None
     return t, min(far, near), max(far, near)
 
@@ -782,6 +807,8 @@ class _Slopes:
     # The largest range (max - min) of a row's logits, when asked for (else
     # inf): F'' changes by at most a factor exp(span |h|) over a step h.
     span: float = math.inf
+    # F''' at the first beta, from a higher read (else NaN)
+    third: float = math.nan
 
     def decreasing(self, k: int) -> bool:
         """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
@@ -946,6 +973,7 @@ def _slopes(
         steps,
         orders,
         float(widest) if span else math.inf,
+        float(totals[0, 5]) if higher and moments and len(temperatures) else math.nan,
     )
 
 
@@ -2008,9 +2036,11 @@ def _solve_continuous(
             found = _one_read_bracket(
                 points[0], res, rows.n_samples, rows.n_classes, 0.45 * tau
             )
-            if found is not None and a <= found[1] and found[2] <= b:
+            if found is not None and a < found[0] < b:
+                # (the minimiser is in both brackets: [a, b] by the signs
+                # read so far, the other by the proof)
                 x0, (f0, g0, h0) = points[0], (float(v) for v in res.values[0])
-                t, a, b = found
+                t = found[0]
                 # F at t from its Taylor polynomial at x0 (the cubic term,
                 # below R F'' |t - x0|**3 / 6, is far below F's rounding).
                 dt = t - x0

@@ -1,5 +1,6 @@
 """The numerics: the exact grid rule against brute force, and the solvers."""
 
+import dataclasses
 import math
 import warnings
 
@@ -748,23 +749,18 @@ def test_higher_derivatives_steer_to_the_fourth_order(k):
             assert cubic < newton / 100
 
 
-@pytest.mark.parametrize(
-    ("n", "k", "reads"), [(20000, 3, 1), (5000, 10, 1), (2500, 40, 1), (5000, 100, 2)]
-)
-def test_continuous_reads_once_or_twice_after_a_warm_start_on_all_the_data(
-    n, k, reads
-):
+@pytest.mark.parametrize(("n", "k"), [(20000, 3), (5000, 10), (2500, 40), (5000, 100)])
+def test_continuous_reads_once_after_a_warm_start_on_all_the_data(n, k):
     # When the warm-start sample is all the data, its last step (cubic model)
-    # lands near enough that float64 needs one read: a Newton step, whose
-    # bracket that read proves (_one_read_bracket). Where the step from the
-    # warm start is a cubic one from further off (here at 100 classes), the
-    # first-order proof refuses, and two points straddling the root are read
-    # in a second read. Before: 2 (one read more), and 3 or 4 before that.
+    # lands near enough that float64 needs one read: a Newton (or, from
+    # further off, cubic-model) step, whose bracket that read proves
+    # (_one_read_bracket). Before: 2 (two points straddling the target in a
+    # second read), and 3 or 4 before that.
     rng = np.random.default_rng(n + k)
     z = (rng.normal(scale=3.0, size=(n, k))).astype(np.float32)
     y = np.where(rng.random(n) < 0.7, z.argmax(axis=1), rng.integers(0, k, n))
     result = solve_continuous(z, y, 0.01, 100.0)
-    assert result.n_passes == reads
+    assert result.n_passes == 1
     _, g, h = derivatives(z, y, 1 / result.temperature)
     assert abs(g) <= 1e-10 / result.temperature * h * 1.01 + 1e-12
 
@@ -838,15 +834,17 @@ def test_a_fit_reads_wide_rows_maxima_once_and_keeps_its_bits(monkeypatch):
     assert "_maxima" not in rows.__dict__
 
 
+@pytest.mark.parametrize("higher", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_a_bracket_from_one_read_is_proven_or_refused(seed):
+def test_a_bracket_from_one_read_is_proven_or_refused(seed, higher):
     # After one float64 read at x, _one_read_bracket proves a bracket of the
     # minimiser about Newton's target from |F'''| <= R F'' (R the largest row
     # range) and the read's proven error bounds. Checked against F' in
     # 60-digit arithmetic: wherever it answers, F' < 0 at the lower end and
     # > 0 at the upper one, the two within tau. It answers near the root
-    # (within 1e-8 relative) and refuses 1e-3 away, where Newton's target
-    # misses the root by far more than tau.
+    # (within 1e-8 relative; from a higher read, whose third derivative
+    # bounds the second-order term, within 1e-6) and refuses 1e-3 away,
+    # where the read's target misses the root by far more than tau.
     from _reference import exact_slope
 
     from skts._temperature import _one_read_bracket, _Rows, _slopes
@@ -867,18 +865,26 @@ def test_a_bracket_from_one_read_is_proven_or_refused(seed):
     for eps in (1e-9, -1e-8, 3e-8, -1e-7, 1e-6, -1e-5, 1e-4, -1e-3):
         x = root * (1.0 + eps)
         tau = 1e-10 * x
-        read = _slopes(rows, [1.0 / x], facts=False, span=True)
+        read = _slopes(rows, [1.0 / x], facts=False, span=True, higher=higher)
         assert read.span == float(
             (z.astype(np.float64).max(axis=1) - z.min(axis=1)).max()
         )
         found = _one_read_bracket(x, read, n, k, 0.45 * tau)
         answered.append(found is not None)
+        # (The read's target moved by 1 to 3 half-widths: the root then lies
+        # near or beyond an end, and only a sound proof refuses there.)
+        for shift in (-3.0, -1.5, -1.0, 1.0, 1.5, 3.0) if found else ():
+            moved = dataclasses.replace(read, steps=read.steps + shift * 0.45 * tau)
+            other = _one_read_bracket(x, moved, n, k, 0.45 * tau)
+            if other is not None:
+                t, p, q = other
+                assert exact_slope(z, y, p, w) < 0 < exact_slope(z, y, q, w)
         if found is None:
             continue
         t, p, q = found
         assert p < t < q and q - p <= tau
         assert exact_slope(z, y, p, w) < 0 < exact_slope(z, y, q, w)
-    assert answered[:2] == [True, True]
+    assert answered[: 5 if higher else 2] == [True] * (5 if higher else 2)
     assert not answered[-1]
 
 
@@ -911,3 +917,22 @@ def test_a_bracket_from_one_read_needs_a_known_span_within_the_clamp():
     assert fallback.n_passes == near.n_passes + 1
     _, g, h = derivatives(far, y, 1 / fallback.temperature)
     assert abs(g) <= 1e-10 / fallback.temperature * h * 1.01 + 1e-12
+
+
+def test_a_higher_read_reports_the_third_derivative():
+    # _Slopes.third (from a higher read) is F''' at its beta: the slope of
+    # F'' there, measured by central differences of float64 reads.
+    from skts._temperature import _Rows, _slopes
+
+    rng = np.random.default_rng(11)
+    z = rng.normal(scale=4.0, size=(3000, 12))
+    y = np.where(rng.random(3000) < 0.6, z.argmax(axis=1), rng.integers(0, 12, 3000))
+    rows = _Rows(z, y)
+    for beta in (0.3, 1.0, 2.5):
+        third = _slopes(rows, [1.0 / beta], facts=False, higher=True).third
+        h = 1e-4 * beta
+        up, down = (
+            _slopes(rows, [1.0 / b], facts=False).values[0, 2] for b in (beta + h, beta - h)
+        )
+        assert third == pytest.approx((up - down) / (2 * h), rel=1e-5)
+        assert np.isnan(_slopes(rows, [1.0 / beta], facts=False).third)
