@@ -292,11 +292,16 @@ def _kernel_pass(
             **options,
         )
 
+    spans = options.pop("span_out", None)
+
     def block(rows: slice):
         z = logits[rows]
         if z.dtype != np.float64:
             z = np.ascontiguousarray(z, dtype=np.float32)
-        return _kernel.block_pass(
+        # (each block's own span_out, gathered below like its sums)
+        step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+        own = None if spans is None else np.full(-(-z.shape[0] // step), np.inf)
+        out = _kernel.block_pass(
             np.ascontiguousarray(z),
             y[rows],
             None if sample_weight is None else sample_weight[rows],
@@ -305,11 +310,15 @@ def _kernel_pass(
             temperatures,
             mode,
             **options,
+            **({} if own is None else {"span_out": own}),
         )
+        return out[0], out[1], own
 
     parts = _map_blocks(block, n_samples, n_classes, n_jobs)
     sums = np.concatenate([p[0] for p in parts])
     found = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
+    if spans is not None:
+        spans[:] = np.concatenate([p[2] for p in parts])
     return sums, found
 
 

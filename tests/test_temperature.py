@@ -936,3 +936,20 @@ def test_a_higher_read_reports_the_third_derivative():
         )
         assert third == pytest.approx((up - down) / (2 * h), rel=1e-5)
         assert np.isnan(_slopes(rows, [1.0 / beta], facts=False).third)
+
+
+def test_the_one_read_bracket_reads_copied_blocks_too():
+    # float16 logits and strided views reach the kernel as contiguous block
+    # copies: their spans are gathered like their sums, and the bracket is
+    # proven from one read there too (float16 widened exactly to float32).
+    rng = np.random.default_rng(8)
+    z = rng.normal(scale=3.0, size=(40_000, 8))
+    y = np.where(rng.random(40_000) < 0.7, z.argmax(axis=1), rng.integers(0, 8, 40_000))
+    half = z.astype(np.float16)
+    strided = np.repeat(z, 2, axis=1)[:, ::2]
+    assert not strided.flags.c_contiguous
+    for logits, same in ((half, half.astype(np.float32)), (strided, z)):
+        got = solve_continuous(logits, y, 0.01, 100.0)
+        want = solve_continuous(same, y, 0.01, 100.0)
+        assert got == want
+        assert got.n_passes == 1
