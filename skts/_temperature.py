@@ -1880,7 +1880,7 @@ def _solve_continuous(
     bracket is at most ``tau`` wide when the budget is spent; on smooth data
     that costs no point until the budget is nearly spent. A read of one
     point near the root usually ends it: a bracket of width 0.9 tau about
-    its Newton target is proven from that read alone
+    its target is proven from that read alone
     (:func:`_one_read_bracket`: the rows' largest range bounds how fast
     ``F''`` can change). Where it is not, Newton steps (two points
     straddling the target, in one read, once the step's error is below tau;
@@ -2040,8 +2040,9 @@ def _solve_continuous(
         res = read(points, higher=higher and interior)
         higher = False
         if interior and settled is None:
-            # A bracket proven from this read alone, about Newton's target:
-            # no second read (the pair) to straddle it.
+            # A bracket proven from this read alone, about its target
+            # (Newton's or the cubic model's): no second read (the pair) to
+            # straddle it.
             found = _one_read_bracket(
                 points[0], res, rows.n_samples, rows.n_classes, 0.45 * tau
             )
@@ -2050,7 +2051,7 @@ def _solve_continuous(
                 # read so far, the other by the proof)
                 x0, (f0, g0, h0) = points[0], (float(v) for v in res.values[0])
                 t = found[0]
-                # F at t from its Taylor polynomial at x0 (the cubic term,
+                # F at t from its Taylor polynomial at x0 (the next term,
                 # below R F'' |t - x0|**3 / 6, is far below F's rounding).
                 dt = t - x0
                 loss = f0 + g0 * dt + 0.5 * h0 * dt * dt
