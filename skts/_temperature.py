@@ -143,11 +143,16 @@ def default_temperatures() -> NDArray[np.float64]:
     return geometric_grid(0.01, 100.0, 1001)
 
 
+def _rows_per_block(n_classes: int) -> int:
+    """Rows of one block (of the compiled pass too: ``skts/_kernel.pyx``)."""
+    return max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+
+
 def _blocks(n_samples: int, n_classes: int, factor: int = 1) -> Iterator[slice]:
     # The block size depends on the shape only, so the summation order (and
     # hence every bit of the result) is the same whatever the caller. Some
     # backends group ``_F32_BLOCKS`` blocks (aligned with them) per task.
-    step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1)) * factor
+    step = _rows_per_block(n_classes) * factor
     for start in range(0, n_samples, step):
         yield slice(start, min(start + step, n_samples))
 
@@ -299,8 +304,9 @@ def _kernel_pass(
         if z.dtype != np.float64:
             z = np.ascontiguousarray(z, dtype=np.float32)
         # (each block's own span_out, gathered below like its sums)
-        step = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
-        own = None if spans is None else np.full(-(-z.shape[0] // step), np.inf)
+        own = None
+        if spans is not None:
+            own = np.full(-(-z.shape[0] // _rows_per_block(n_classes)), np.inf)
         out = _kernel.block_pass(
             np.ascontiguousarray(z),
             y[rows],
@@ -677,9 +683,9 @@ def _one_read_bracket(
     use twice and four times those, plus ``(2 N + 8) u`` times ``H`` and
     ``R H`` for the weighted sums.
     """
-    f, g, h = (float(v) for v in read.values[0])
+    _, g, h = (float(v) for v in read.values[0])
     eg, span = float(read.bound[0]), read.span * (1.0 + 4.0 * _EPS)
-    beta, big = x, abs(g) + eg
+    beta, big = x, abs(g) + eg  # (x is a beta)
     if not (
         math.isfinite(span) and span * beta <= 600.0 and abs(g) > eg and h > 0.0
     ):
@@ -853,8 +859,7 @@ def _slopes_part(
             rest = [q for q in range(ts.shape[0]) if q not in (i, i + 1)]
             order, pair = np.array([i, i + 1, *rest]), True
             break
-    n_blocks = -(-logits.shape[0] // max(1, _BLOCK_ELEMENTS // max(logits.shape[1], 1)))
-    spans = np.full(n_blocks, np.inf)
+    spans = np.full(-(-logits.shape[0] // _rows_per_block(logits.shape[1])), np.inf)
     sums, found = _kernel_pass(
         logits,
         y,
@@ -957,7 +962,7 @@ def _slopes(
         )
         # The weighted sums add at most one relative rounding per row of a
         # block and one per block to the sum of |row slope|.
-        rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+        rows_per_block = _rows_per_block(n_classes)
         n_blocks = 1 + n_samples // rows_per_block
         accumulate = (min(rows_per_block, n_samples) + n_blocks + 4) * unit
         bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
@@ -1146,7 +1151,7 @@ def _error_bound(loss: float, n_samples: int, n_classes: int) -> float:
     A larger bound only widens the set of candidates evaluated exactly, never
     the answer.
     """
-    rows_per_block = max(1, _BLOCK_ELEMENTS // max(n_classes, 1))
+    rows_per_block = _rows_per_block(n_classes)
     n_blocks = 1 + n_samples // rows_per_block
     terms = n_classes + 16 + min(rows_per_block, n_samples) + n_blocks
     return 8.0 * _EPS * terms * (abs(loss) + 1.0)
