@@ -64,15 +64,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 x 100 only")
     args = parser.parse_args()
     if args.skts:
-        # The numerics module imports nothing from skts: load the other
-        # checkout's file directly (an installed skts would shadow sys.path).
+        # A checkout from before skts/_numerics/: its numerics module imports
+        # nothing from skts, so load its file directly (an installed skts
+        # would shadow sys.path).
         path = Path(args.skts).resolve() / "skts" / "_temperature.py"
         spec = importlib.util.spec_from_file_location("other_temperature", path)
         numerics = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = numerics  # (dataclasses look themselves up)
         spec.loader.exec_module(numerics)
     else:
-        import skts._temperature as numerics
+        import skts._numerics as numerics
     default_temperatures = numerics.default_temperatures
     grid_search = numerics.grid_search
     nll_many = numerics.nll_many

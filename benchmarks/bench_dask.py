@@ -84,8 +84,9 @@ from pathlib import Path
 import numpy as np
 mode, folder = sys.argv[1], Path(sys.argv[2])
 workers, limit = int(sys.argv[3]), sys.argv[4]
-from skts._scaler import _fit_rows, _check_temperatures
-from skts._temperature import _Rows
+from skts._fit import fit_temperature
+from skts._numerics import Rows
+from skts._validation import check_class_indices, check_logits, check_temperatures
 
 
 def memory():
@@ -117,7 +118,7 @@ class Here:
 def run_fit(logits, y, rows_cls):
     t = time.perf_counter()
     rows = rows_cls(logits, y)
-    result = _fit_rows(rows, _check_temperatures(None), "grid", 1e-10)
+    result = fit_temperature(rows, check_temperatures(None))
     return time.perf_counter() - t, result
 
 out = {}
@@ -125,12 +126,11 @@ here = Here()
 start_sampler(here)
 warnings.simplefilter("ignore")
 if mode == "mmap":
-    from skts._scaler import _check_logits, _check_class_indices
     t = time.perf_counter()
-    z = _check_logits(np.load(folder / "all_logits.npy", mmap_mode="r"))
-    y = _check_class_indices(np.load(folder / "all_labels.npy"), z.shape)
+    z = check_logits(np.load(folder / "all_logits.npy", mmap_mode="r"))
+    y = check_class_indices(np.load(folder / "all_labels.npy"), z.shape)
     check = time.perf_counter() - t
-    seconds, result = run_fit(z, y, lambda a, b: _Rows(a, b))
+    seconds, result = run_fit(z, y, lambda a, b: Rows(a, b))
     seconds += check
     out["computations"] = 1 + result.n_passes  # the input check reads it all
 else:

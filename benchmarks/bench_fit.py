@@ -66,14 +66,25 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.frozen import FrozenEstimator
 
+try:
+    from skts._numerics import (
+        default_temperatures,
+        grid_search,
+        kernel_threads,
+        solve_continuous,
+    )
+except ImportError:  # a checkout before skts/_numerics/ (to compare commits)
+    from skts._temperature import (
+        _kernel_threads as kernel_threads,
+    )
+    from skts._temperature import (
+        default_temperatures,
+        grid_search,
+        solve_continuous,
+    )
+
 import skts
 from skts import TemperatureScaler, _kernel
-from skts._temperature import (
-    _kernel_threads,
-    default_temperatures,
-    grid_search,
-    solve_continuous,
-)
 
 DATA = Path(
     os.environ.get("SKTS_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -340,7 +351,7 @@ def numpy_softmax(logits, t):
 def bench(name, args, bandwidth, exp_rate):
     logits, y = load(name)
     n, k = logits.shape
-    threads = _kernel_threads(None, n * k)
+    threads = kernel_threads(None, n * k)
     scaler = TemperatureScaler().fit(logits, y)
     t = scaler.temperature_
     jobs = {

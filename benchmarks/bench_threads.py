@@ -36,9 +36,8 @@ def main(argv=None):
     cores = os.cpu_count()
 
     def one(threads):
-        _kernel.block_pass(
-            z, y, None, float(n), [0.35], [1 / 0.35], _kernel.DERIV,
-            single=True, n_threads=threads,
+        _kernel.derivatives(
+            z, y, None, float(n), [0.35], [1 / 0.35], single=True, n_threads=threads
         )
 
     print(f"{n} x {k} float32, {cores} cores; ms, min / median of {args.repeat}")

@@ -15,7 +15,7 @@ __all__ = [
 # The public names are imported on first use (PEP 562): ``import skts`` and
 # the command line's ``--help``/``--version`` do not pay for scikit-learn.
 _WHERE = {
-    "BoundaryTemperatureWarning": "skts._temperature",
+    "BoundaryTemperatureWarning": "skts._numerics",
     "ReliabilityDisplay": "skts._display",
     "TemperatureCurveDisplay": "skts._display",
     "TemperatureScaledClassifier": "skts._classifier",

@@ -25,24 +25,17 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from skts._temperature import (
-    _BIG,
-    _EPS,
-    _EXP_FLOOR,
-    _F32_BLOCKS,
-    _FLUSH,
-    _FLUSH_X,
-    _blocks,
-    _derivatives_part,
-    _exact_part,
-    _fold,
-    _nll_part,
-    _normalised_weights,
-    _Rows,
-    _scratch,
-    _slopes_part,
-    _weights_total,
-    _window_part,
+from skts._numerics import (
+    BIG,
+    EXP_FLOOR,
+    F32_BLOCKS,
+    Rows,
+    blocks,
+    exact_part,
+    normalised_weights,
+    scratch,
+    slope_error,
+    weights_total,
 )
 
 _HALF = ("float16", "bfloat16")
@@ -109,7 +102,7 @@ class Widened:
             # thread's scratch buffer (valid until its next block; every
             # pass consumes a block before it reads the next). A fresh array
             # per block costs 3-4 times the conversion itself.
-            out = _scratch("widened", block.shape, np.float32)
+            out = scratch("widened", block.shape, np.float32)
         else:
             out = np.empty(block.shape, dtype=np.float32)
         if self.bits:
@@ -125,7 +118,7 @@ class Widened:
         if axis != 1:
             raise ValueError("Widened logits only take the row argmax (axis=1).")
         out = np.empty(self.shape[0], dtype=np.intp)
-        for rows in _blocks(*self.shape, _F32_BLOCKS):
+        for rows in blocks(*self.shape, F32_BLOCKS):
             out[rows] = self[rows].argmax(axis=1)
         return out
 
@@ -159,37 +152,6 @@ def host_logits(x, name: str):
     return arr
 
 
-def check_shape(shape: tuple, name: str) -> None:
-    """Logits are 2-D with at least one row and two columns (one per class)."""
-    shape = tuple(int(s) for s in shape)
-    if len(shape) != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes); got "
-            f"{len(shape)}-D input of shape {shape!r}."
-        )
-    if shape[0] == 0:
-        raise ValueError(f"{name} is empty: need at least 1 row, got shape {shape}.")
-    if shape[1] < 2:
-        raise ValueError(
-            f"{name} must have at least 2 columns (one per class); got shape {shape}."
-        )
-
-
-def check_widened(z: Widened, name: str) -> Widened:
-    """Shape and finiteness of half-precision logits, one block at a time."""
-    check_shape(z.shape, name)
-    for rows in _blocks(*z.shape, _F32_BLOCKS):
-        block = z[rows]
-        bad = ~np.isfinite(block)
-        if bad.any():
-            i, j = np.unravel_index(int(np.argmax(bad)), block.shape)
-            raise ValueError(
-                f"{name} must be finite; got {float(block[i, j])!r} at row "
-                f"{rows.start + int(i)}, column {int(j)}."
-            )
-    return z
-
-
 # --------------------------------------------------------------------------
 # The passes in the array's own namespace.
 
@@ -204,36 +166,16 @@ def namespace(*arrays):
     present = [a for a in arrays if a is not None and is_foreign(a)]
     if not present:
         return None, None
-    from sklearn.utils._array_api import get_namespace
+    from skts._sklearn_compat import get_namespace
 
     xp, _ = get_namespace(*present)
     return xp, present[0].device
 
 
 def to_numpy(x, xp) -> NDArray:
-    from sklearn.utils._array_api import _convert_to_numpy
+    from skts._sklearn_compat import convert_to_numpy
 
-    return _convert_to_numpy(x, xp)
-
-
-def check_xp_logits(z, xp, name: str):
-    """Shape and finiteness of logits on their device (one reduction); a
-    tensor that requires grad is detached (calibration is not differentiated)."""
-    if _module(z) == "torch":
-        z = z.detach()
-    check_shape(z.shape, name)
-    if not xp.isdtype(z.dtype, "real floating"):
-        raise ValueError(f"{name} must hold floating-point logits; got {z.dtype}.")
-    finite = xp.isfinite(z)
-    if not bool(xp.all(finite)):
-        flat = xp.reshape(xp.astype(~finite, xp.int8), (-1,))
-        k = int(xp.argmax(flat))
-        i, j = divmod(k, z.shape[1])
-        value = float(xp.reshape(z, (-1,))[k])
-        raise ValueError(
-            f"{name} must be finite; got {value!r} at row {i}, column {j}."
-        )
-    return z
+    return convert_to_numpy(x, xp)
 
 
 def widen(z, xp):
@@ -283,7 +225,7 @@ class _HostBlocks:
         return to_numpy(self.logits[rows, :], self.xp)
 
 
-class XpRows(_Rows):
+class XpRows(Rows):
     """Held-out rows in an array-API namespace: the search's passes run
     there, block by block, in float64 (the NumPy float64 passes' formulas,
     blocks and error bounds; the float32 passes of the NumPy backend are
@@ -294,16 +236,17 @@ class XpRows(_Rows):
     """
 
     def __init__(self, logits, y, sample_weight, xp, device):
-        from sklearn.utils._array_api import _max_precision_float_dtype
+        from skts._sklearn_compat import max_precision_float_dtype
 
         self.xp, self.device = xp, device
         self.logits = logits
         self.n_samples, self.n_classes = (int(s) for s in logits.shape)
         self.n_jobs = None
+        self._maxima = None
         self.y_host = y
-        self.w_host = _normalised_weights(sample_weight)
-        self.total = _weights_total(self.w_host, self.n_samples, self.n_classes)
-        self.float = _max_precision_float_dtype(xp, device)
+        self.w_host = normalised_weights(sample_weight)
+        self.total = weights_total(self.w_host, self.n_samples, self.n_classes)
+        self.float = max_precision_float_dtype(xp, device)
         if self.float != xp.float64:
             raise ValueError(
                 f"device {device} has no float64, which the exact search needs; "
@@ -317,16 +260,6 @@ class XpRows(_Rows):
             else xp.asarray(w / self.total, dtype=xp.float64, device=device)
         )
         self.sample_weight = self.w_host  # the host evaluator's weights
-        self._passes = {
-            _nll_part: self._nll,
-            _slopes_part: self._slopes,
-            _derivatives_part: self._derivatives,
-            _window_part: self._window,
-            _exact_part: self._exact,
-        }
-
-    def reduce(self, partial, combine, *args):
-        return _fold(combine, self._passes[partial](*args))
 
     # -- per block ----------------------------------------------------------
 
@@ -336,10 +269,10 @@ class XpRows(_Rows):
         z = xp.astype(self.logits[rows, :], xp.float64)
         n = z.shape[0]
         m = xp.max(z, axis=1)
-        d = xp.clip(z - m[:, None], min=-_BIG)
+        d = xp.clip(z - m[:, None], min=-BIG)
         flat = xp.arange(n, device=self.device) * self.n_classes + self.y[rows]
         zy = xp.take(xp.reshape(z, (-1,)), flat)
-        gap = xp.clip(m - zy, max=_BIG)
+        gap = xp.clip(m - zy, max=BIG)
         if self.scale is None:
             scale = xp.full(
                 (n,), 1.0 / self.total, dtype=xp.float64, device=self.device
@@ -354,7 +287,7 @@ class XpRows(_Rows):
 
     def _row_loss(self, d, gap, t: float):
         xp = self.xp
-        x = xp.clip(d / t, min=_EXP_FLOOR)
+        x = xp.clip(d / t, min=EXP_FLOOR)
         return gap / t + xp.log(xp.sum(xp.exp(x), axis=1))
 
     def _host(self, values) -> NDArray:
@@ -367,14 +300,14 @@ class XpRows(_Rows):
         )
 
     def _each(self, fn, *args):
-        return [fn(rows, *args) for rows in _blocks(self.n_samples, self.n_classes)]
+        return [fn(rows, *args) for rows in blocks(self.n_samples, self.n_classes)]
 
-    # -- the passes (the arguments of the NumPy partials) --------------------
+    # -- each read's per-block sums (Rows' *_parts) ---------------------------
 
-    def _nll(self, temperatures):
+    def nll_parts(self, temperatures):
         return self._each(self._nll_block, temperatures)
 
-    def _window(self, temperatures, exact_t, spread, deriv_at=None):
+    def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
         def block(rows):
             est = self._nll_block(rows, temperatures)
             ref = [self._nll_block(rows, exact_t)] if exact_t.size else []
@@ -385,10 +318,10 @@ class XpRows(_Rows):
             return [(*p, np.zeros(2)) for p in parts]
         # (F', F'') at one of them: a second read, in float64, here.
         beta = 1.0 / float(temperatures[deriv_at])
-        slopes = self._derivatives([beta], "float64", True)
+        slopes = self.derivatives_parts([beta], "float64", True)
         return [(*p, np.asarray(g)[0, 1:3]) for p, g in zip(parts, slopes, strict=True)]
 
-    def _derivatives(self, betas, precision, second_moment, higher=False):
+    def derivatives_parts(self, betas, precision, second_moment, higher=False):
         xp = self.xp
 
         def block(rows):
@@ -413,11 +346,10 @@ class XpRows(_Rows):
 
         return self._each(block)
 
-    def _slopes(self, temperatures, moments, facts, higher=False, span=False):
-        """:func:`skts._temperature._slopes_part` in the array's namespace."""
+    def slopes_parts(self, temperatures, moments, facts, higher=False, span=False):
+        """:meth:`Rows.slopes_parts` in the array's namespace."""
         xp = self.xp
         k_classes = self.n_classes
-        unit = _EPS / 2.0
 
         def block(rows):
             z, d, gap, scale, m, zy = self._terms(rows)
@@ -434,7 +366,7 @@ class XpRows(_Rows):
             found += (float(xp.max(m - xp.min(z, axis=1))) if span else math.inf,)
             out = []
             for t in temperatures:
-                x = xp.clip(d / t, min=_EXP_FLOOR)
+                x = xp.clip(d / t, min=EXP_FLOOR)
                 e = xp.exp(x)
                 s = xp.sum(e, axis=1)
                 loss = gap / t + xp.log(s)
@@ -446,11 +378,7 @@ class XpRows(_Rows):
                 m2x = xp.sum(ex * x, axis=1) / s
                 slope = gap - m1x * t
                 var_x = xp.clip(m2x - m1x * m1x, min=0.0)
-                err = 2.0 * unit * (
-                    2.0 * gap
-                    + (2.0 * k_classes + 12.0) * (m1x * t)
-                    + 4.0 * t * (m2x + m1x * m1x)
-                ) + k_classes * t * (_FLUSH_X + _FLUSH * m1x)
+                err = slope_error(gap, m1x, m2x, t, k_classes)
                 terms = [loss, slope, var_x, err, xp.abs(slope)]
                 if higher:
                     terms += _cumulants(xp, e, d, s)
@@ -464,8 +392,8 @@ class XpRows(_Rows):
 
         return self._each(block)
 
-    def _exact(self, temperatures):
-        return _exact_part(
+    def exact_parts(self, temperatures):
+        return exact_part(
             _HostBlocks(self.logits, self.xp),
             self.y_host,
             self.w_host,
@@ -473,11 +401,17 @@ class XpRows(_Rows):
             temperatures,
         )
 
-    # -- the rest of _Rows ---------------------------------------------------
+    # -- the rest of Rows ----------------------------------------------------
+
+    def readable(self) -> bool:
+        return False  # (on a device: the warm start copies a subsample)
+
+    def view(self, rows: slice):
+        return None
 
     def flat(self) -> bool:
         xp = self.xp
-        for rows in _blocks(self.n_samples, self.n_classes):
+        for rows in blocks(self.n_samples, self.n_classes):
             z = self.logits[rows, :]
             varies = xp.max(z, axis=1) != xp.min(z, axis=1)
             if self.scale is not None:

@@ -13,15 +13,12 @@ from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
     MetaEstimatorMixin,
-    _fit_context,
     clone,
 )
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import check_cv, cross_val_predict
-from sklearn.model_selection._validation import _enforce_prediction_order
-from sklearn.utils import _safe_indexing, get_tags, indexable
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils import get_tags, indexable
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
     MethodMapping,
@@ -45,13 +42,17 @@ from skts._array_api import (
     space,
     to_numpy,
 )
-from skts._scaler import (
-    _check_logits,
-    _check_temperatures,
-    _check_weights,
-    _fit_temperature,
+from skts._fit import fit_temperature
+from skts._numerics import Rows, log_softmax, softmax
+from skts._sklearn_compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    enforce_prediction_order,
+    fit_context,
+    safe_indexing,
 )
-from skts._temperature import log_softmax, softmax
+from skts._validation import check_logits, check_temperatures, check_weights
 
 __all__ = ["TemperatureScaledClassifier"]
 
@@ -241,7 +242,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             estimator.set_fit_request(sample_weight=True)
         return estimator
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the temperature (and the estimator, unless it is frozen).
 
@@ -296,8 +297,8 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         n_samples = _num_samples(X)
         if n_samples == 0:
             raise ValueError("X is empty: need at least 1 sample to fit.")
-        temperatures = _check_temperatures(self.temperatures)
-        sample_weight = _check_weights(_host(sample_weight), n_samples)
+        temperatures = check_temperatures(self.temperatures)
+        sample_weight = check_weights(_host(sample_weight), n_samples)
         estimator = self._get_estimator()
         method = _resolve_method(estimator, self.response_method)
         frozen = isinstance(estimator, FrozenEstimator)
@@ -333,60 +334,28 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                         stacklevel=3,
                     )
 
+        fold_models = None
         if frozen:
-            fitted = estimator
-            # An unfitted model inside FrozenEstimator: scikit-learn's error.
-            check_is_fitted(fitted.estimator)
-            classes = _host(fitted.classes_)
-            y_idx = _encode_seen(y, classes)
-            logits = _logits(fitted, X, method, len(classes))
+            fitted, classes, y_idx, logits = _fit_frozen(estimator, X, y, method)
         else:
-            classes, y_idx = np.unique(y, return_inverse=True)
-            if len(classes) < 2:
-                raise ValueError(
-                    "y must contain at least 2 classes to calibrate; got 1 class: "
-                    f"{classes.tolist()!r}."
-                )
-            cv = check_cv(self.cv, y, classifier=True)
-            if ensemble:
-                fold_models, oof = _cross_fit(
-                    estimator,
-                    X,
-                    y_fit,
-                    cv,
-                    method,
-                    classes,
-                    inner_params,
-                    split_params,
-                    self.n_jobs,
-                )
-            else:
-                oof = cross_val_predict(
-                    clone(estimator),
-                    X,
-                    y_fit,
-                    cv=cv,
-                    method=method,
-                    n_jobs=self.n_jobs,
-                    # With routing, cross_val_predict routes these again (to
-                    # the estimator and the splitter, by their requests).
-                    params={**inner_params, **split_params},
-                )
-            logits = _oof_to_logits(oof, method, len(classes))
-            fitted = clone(estimator).fit(X, y_fit, **inner_params)
-            if not np.array_equal(_host(fitted.classes_), classes):
-                raise ValueError(
-                    "The refitted estimator's classes_ differ from the labels in y."
-                )
+            fitted, classes, y_idx, logits, fold_models = _fit_cross_validated(
+                estimator,
+                X,
+                y,
+                y_fit,
+                check_cv(self.cv, y, classifier=True),
+                method,
+                ensemble,
+                inner_params,
+                split_params,
+                self.n_jobs,
+            )
 
-        result = _fit_temperature(
-            logits,
-            y_idx,
+        result = fit_temperature(
+            Rows(logits, y_idx, sample_weight, self.n_jobs),
             temperatures,
-            sample_weight,
-            self.solver,
-            self.tol,
-            self.n_jobs,
+            solver=self.solver,
+            tol=self.tol,
         )
         self.estimator_ = fitted
         self._fit_space = space(X)
@@ -607,6 +576,56 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         return tags
 
 
+def _fit_frozen(estimator, X, y, method: str):
+    """A frozen model: all of ``(X, y)`` is held out, nothing is refitted.
+    Returns the model, its classes, ``y`` as class indices and the logits."""
+    # An unfitted model inside FrozenEstimator: scikit-learn's error.
+    check_is_fitted(estimator.estimator)
+    classes = _host(estimator.classes_)
+    y_idx = _encode_seen(y, classes)
+    return estimator, classes, y_idx, _logits(estimator, X, method, len(classes))
+
+
+def _fit_cross_validated(
+    estimator, X, y, y_fit, cv, method, ensemble, inner_params, split_params, n_jobs
+):
+    """Out-of-fold logits for the temperature (the fold models kept with
+    ``ensemble``), then the estimator refitted on all the data. Returns the
+    refitted model, the classes, ``y`` as indices, the logits and the fold
+    models (None without ``ensemble``)."""
+    classes, y_idx = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            "y must contain at least 2 classes to calibrate; got 1 class: "
+            f"{classes.tolist()!r}."
+        )
+    fold_models = None
+    if ensemble:
+        fold_models, oof = _cross_fit(
+            estimator, X, y_fit, cv, method, classes, inner_params, split_params,
+            n_jobs,
+        )  # fmt: skip
+    else:
+        oof = cross_val_predict(
+            clone(estimator),
+            X,
+            y_fit,
+            cv=cv,
+            method=method,
+            n_jobs=n_jobs,
+            # With routing, cross_val_predict routes these again (to the
+            # estimator and the splitter, by their requests).
+            params={**inner_params, **split_params},
+        )
+    logits = _oof_to_logits(oof, method, len(classes))
+    fitted = clone(estimator).fit(X, y_fit, **inner_params)
+    if not np.array_equal(_host(fitted.classes_), classes):
+        raise ValueError(
+            "The refitted estimator's classes_ differ from the labels in y."
+        )
+    return fitted, classes, y_idx, logits, fold_models
+
+
 def _resolve_method(estimator, response_method: str) -> str:
     """Name of the estimator method that gives logits."""
     if response_method in ("predict", "fit", "fit_predict", "score", "transform"):
@@ -699,7 +718,7 @@ def _logits(estimator, X, method: str, n_classes: int) -> np.ndarray:
         )
     if not np.all(np.isfinite(raw)):
         raise ValueError(f"{name} contains non-finite values (NaN or inf).")
-    return _check_logits(raw, name=name)
+    return check_logits(raw, name=name)
 
 
 def _oof_to_logits(oof, method: str, n_classes: int) -> np.ndarray:
@@ -730,7 +749,7 @@ def _fit_fold(estimator, X, y, train, params):
     to them, as scikit-learn's cross-validation does)."""
     fold_params = _check_method_params(X, params=params, indices=train)
     return estimator.fit(
-        _safe_indexing(X, train), _safe_indexing(y, train), **fold_params
+        safe_indexing(X, train), safe_indexing(y, train), **fold_params
     )
 
 
@@ -740,7 +759,7 @@ def _fold_response(estimator, X, method: str, classes) -> np.ndarray:
     missing from the fold's training data gets its fill value)."""
     response = _host(getattr(estimator, method)(X))
     seen = np.searchsorted(classes, _host(estimator.classes_))
-    return _enforce_prediction_order(seen, response, len(classes), method)
+    return enforce_prediction_order(seen, response, len(classes), method)
 
 
 def _fold_logits(estimator, X, method: str, classes) -> np.ndarray:
@@ -764,7 +783,7 @@ def _cross_fit(estimator, X, y, cv, method, classes, params, split_params, n_job
         delayed(_fit_fold)(clone(estimator), X, y, train, params) for train, _ in splits
     )
     parts = [
-        _fold_response(model, _safe_indexing(X, t), method, classes)
+        _fold_response(model, safe_indexing(X, t), method, classes)
         for model, (_, t) in zip(models, splits, strict=True)
     ]
     oof = np.empty((test.shape[0], *np.shape(parts[0])[1:]), dtype=np.float64)

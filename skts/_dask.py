@@ -1,9 +1,10 @@
 """Dask backend: the shared search, each pass one Dask reduction over row chunks.
 
-The search in :mod:`skts._temperature` reads its data only through
-``_Rows.reduce(partial, combine, *args)``. Here each row chunk of a Dask array
-runs that same ``partial`` (the in-memory numerics, block by block) as one
-task, and the driver combines the chunks' small results in chunk order:
+The searches in :mod:`skts._numerics` read their data only through the named
+reads of ``Rows`` (``nll``, ``slopes``, ...), each the fold of its per-block
+sums (``Rows.nll_parts``, ...). Here each piece of a Dask array runs those
+same in-memory ``*_parts`` (the kernel, block by block) as one task, and the
+driver folds the pieces' small results in block order:
 nothing gathers the logits, and the exact rule decides every near-tie, so
 ``temperature_`` is the in-memory answer whatever the chunking. Whatever
 scheduler is active runs the tasks (``dask.compute``): the threaded default, a
@@ -14,25 +15,25 @@ Imported only when a Dask array is given: ``import skts`` does not import dask.
 
 from __future__ import annotations
 
-import math
-import warnings
-
 import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 from numpy.typing import NDArray
 
-from skts._temperature import (
-    _F32_BLOCKS,
-    _add,
-    _blocks,
-    _fold,
-    _Rows,
-    _weight_part,
+from skts._numerics import (
+    F32_BLOCKS,
+    Rows,
+    add,
+    blocks,
+    fold,
     log_softmax,
+    scaled_weights,
     softmax,
+    weight_exponent,
+    weight_part,
 )
+from skts._validation import check_chunk, check_dask_logits
 
 __all__ = [
     "DaskRows",
@@ -48,40 +49,10 @@ def is_dask_array(x) -> bool:
     return isinstance(x, da.Array)
 
 
-def _as_logits(logits: da.Array, name: str = "logits") -> da.Array:
-    """2-D float32/float64 Dask array with every column in one chunk."""
-    if logits.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes); got "
-            f"{logits.ndim}-D input of shape {logits.shape!r}."
-        )
-    if logits.dtype.kind not in "fiub":
-        raise ValueError(f"{name} must hold numbers; got dtype {logits.dtype}.")
-    if any(math.isnan(c) for c in logits.chunks[0]):
-        raise ValueError(
-            f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first."
-        )
-    if logits.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty: need at least 1 row, got shape {logits.shape}."
-        )
-    if logits.shape[1] < 2:
-        raise ValueError(
-            f"{name} must have at least 2 columns (one per class); got shape "
-            f"{logits.shape}."
-        )
-    if logits.dtype not in (np.float32, np.float64):
-        logits = logits.astype(np.float64)
-    if len(logits.chunks[1]) > 1:
-        warnings.warn(
-            f"{name} is split into {len(logits.chunks[1])} column chunks; each "
-            f"pass needs whole rows, so it was rechunked to one column chunk "
-            f"(rechunk({{1: -1}}) beforehand to choose the row chunks yourself).",
-            UserWarning,
-            stacklevel=3,
-        )
-        logits = logits.rechunk({1: -1})
-    return logits
+def as_logits(logits: da.Array, name: str = "logits") -> da.Array:
+    """2-D float32/float64 Dask array with every column in one chunk (see
+    :func:`skts._validation.check_dask_logits`)."""
+    return check_dask_logits(logits, name)
 
 
 def _along(x, chunks: tuple[int, ...], name: str, n_samples: int):
@@ -150,58 +121,21 @@ def _one_chunk(x):
 
 
 def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
-    """Validation facts of one piece (positions global), whether a row of
-    positive weight varies, and the largest weight."""
+    """Validation of one piece (:func:`skts._validation.check_chunk`),
+    whether a row of positive weight varies, and the largest weight."""
     z = np.asarray(z)
     y = np.asarray(y)
-    out: dict = {"error": None, "varies": False, "top": 0.0}
-
-    def fail(message: str) -> dict:
-        out["error"] = message
+    w = None if w is None else np.asarray(w, dtype=np.float64)
+    out: dict = {"error": check_chunk(z, y, w, offset, n_classes)}
+    out.update(varies=False, top=0.0)
+    if out["error"] is not None:
         return out
-
-    with np.errstate(over="ignore", invalid="ignore"):
-        # One sum is finite only if every value is (scikit-learn's fast
-        # check); an overflowed sum just takes the slow look.
-        suspicious = not np.isfinite(np.sum(z))
-    bad = ~np.isfinite(z) if suspicious else None
-    if bad is not None and bad.any():
-        i, j = (int(v[0]) for v in np.nonzero(bad))
-        value = z[i, j].item()
-        return fail(f"logits must be finite; got {value!r} at row {offset + i}.")
-    # (skts._scaler's checks, here as messages with global positions:
-    # this module sits below _scaler, which dispatches to it.)
-    if y.dtype.kind not in "iubf":
-        return fail(f"y must contain integer class indices; got dtype {y.dtype}.")
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(y) | (y != np.round(y)) if y.dtype.kind == "f" else None
-    if bad is not None and bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        return fail(
-            f"y must contain integer class indices; got {y[i].item()!r} at "
-            f"position {offset + i}."
-        )
-    outside = (y < 0) | (y >= n_classes)
-    if outside.any():
-        i = int(np.flatnonzero(outside)[0])
-        return fail(
-            f"y must contain class indices in [0, {n_classes}); got "
-            f"{y[i].item()!r} at position {offset + i}."
-        )
     live = np.ones(z.shape[0], dtype=bool)
     if w is not None:
-        w = np.asarray(w, dtype=np.float64)
-        bad = ~np.isfinite(w) | (w < 0)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            return fail(
-                f"sample_weight must be finite and non-negative; got "
-                f"{w[i].item()!r} at position {offset + i}."
-            )
         out["top"] = float(w.max())
         live = w > 0
     # Almost always the first block has a row that varies: stop there.
-    for rows in _blocks(z.shape[0], z.shape[1]):
+    for rows in blocks(z.shape[0], z.shape[1]):
         block = z[rows]
         if np.any((block.max(axis=1) > block.min(axis=1)) & live[rows]):
             out["varies"] = True
@@ -209,13 +143,8 @@ def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
     return out
 
 
-def _scaled(w, exponent: int) -> NDArray:
-    # The in-memory normalisation (_normalised_weights), element by element.
-    return np.ldexp(np.asarray(w, dtype=np.float64), -exponent)
-
-
 def _weight_sums(w, exponent: int, n_classes: int) -> list[float]:
-    return _weight_part(_scaled(w, exponent), n_classes)
+    return weight_part(scaled_weights(w, exponent), n_classes)
 
 
 # Up to this size (pickled), the graph that reads a piece travels inside the
@@ -274,16 +203,18 @@ def _inline_call(func, blob: bytes, given: tuple, *args):
     return func(z, y, w, *args)
 
 
-def _run(z, y, w, partial, exponent, total, *args):
-    """One piece of one pass: the in-memory partial on the piece's arrays."""
+def _run(z, y, w, parts, exponent, total, *args):
+    """One piece of one read: ``parts`` (one of ``Rows``' ``*_parts``
+    methods) on the piece's rows, in memory, on one thread."""
     y = np.asarray(y).astype(np.intp, copy=False)
     if w is not None:
-        w = _scaled(w, exponent)
+        w = scaled_weights(w, exponent)
+    rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1)
     # (per-block results as a list: what the driver folds, plain to send)
-    return list(partial(np.asarray(z), y, w, total, *args, n_jobs=1))
+    return list(parts(rows, *args))
 
 
-class DaskRows(_Rows):
+class DaskRows(Rows):
     """Held-out rows in a Dask array: each pass is one Dask reduction.
 
     The rows are cut into pieces aligned with the blocks of the in-memory
@@ -294,7 +225,7 @@ class DaskRows(_Rows):
     """
 
     def __init__(self, logits, y, sample_weight=None):
-        logits = _as_logits(logits)
+        logits = as_logits(logits)
         row_chunks = logits.chunks[0]
         n_samples, n_classes = logits.shape
         y = _along(y, row_chunks, "y", n_samples)
@@ -307,7 +238,8 @@ class DaskRows(_Rows):
         self.logits, self.y, self._weights = logits, y, sample_weight
         self.n_samples, self.n_classes = n_samples, n_classes
         self.n_jobs = 1
-        step = next(iter(_blocks(n_samples, n_classes, _F32_BLOCKS))).stop
+        self._maxima = None
+        step = next(iter(blocks(n_samples, n_classes, F32_BLOCKS))).stop
         max_rows = max(step, _PIECE_ELEMENTS // n_classes // step * step)
         pieces = _pieces(row_chunks, step, max_rows)
         self.n_parts = len(pieces)
@@ -335,14 +267,14 @@ class DaskRows(_Rows):
                 raise ValueError(
                     "sample_weight must have a positive sum; got all zeros."
                 )
-            self._exponent = math.frexp(top)[1]
+            self._exponent = weight_exponent(top)
             sums = dask.compute(
                 *[
                     dask.delayed(_weight_sums, pure=True)(w, self._exponent, n_classes)
                     for _, _, w in self._parts
                 ]
             )
-            self.total = float(_fold(_add, [s for part in sums for s in part]))
+            self.total = float(fold(add, [s for part in sums for s in part]))
             self.sample_weight = sample_weight  # normalised inside each task
 
     def _tasks(self, func, *args, offsets: bool = False) -> list:
@@ -362,11 +294,38 @@ class DaskRows(_Rows):
                 tasks.append(dask.delayed(func, pure=True)(z, y, w, *extra))
         return tasks
 
-    def reduce(self, partial, combine, *args):
-        """``partial`` on every piece (one Dask computation); the per-block
-        results folded in block order on the driver."""
-        tasks = self._tasks(_run, partial, self._exponent, self.total, *args)
-        return _fold(combine, [r for part in dask.compute(*tasks) for r in part])
+    def _each_piece(self, parts, *args) -> list:
+        """``parts`` on every piece (one Dask computation): the per-block
+        results in block order, which the read folds on the driver."""
+        tasks = self._tasks(_run, parts, self._exponent, self.total, *args)
+        return [r for part in dask.compute(*tasks) for r in part]
+
+    def nll_parts(self, temperatures):
+        return self._each_piece(Rows.nll_parts, temperatures)
+
+    def derivatives_parts(self, betas, precision, second_moment, higher=False):
+        return self._each_piece(
+            Rows.derivatives_parts, betas, precision, second_moment, higher
+        )
+
+    def slopes_parts(self, temperatures, moments, facts, higher=False, span=False):
+        return self._each_piece(
+            Rows.slopes_parts, temperatures, moments, facts, higher, span
+        )
+
+    def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
+        return self._each_piece(
+            Rows.window_parts, temperatures, exact_t, spread, deriv_at
+        )
+
+    def exact_parts(self, temperatures):
+        return self._each_piece(Rows.exact_parts, temperatures)
+
+    def readable(self) -> bool:
+        return False  # (the warm start gathers a small subsample)
+
+    def view(self, rows: slice):
+        return None
 
     def flat(self) -> bool:
         return self._flat
@@ -376,7 +335,7 @@ class DaskRows(_Rows):
         if self._weights is not None:
             parts.append(self._weights[rows])
         got = dask.compute(*parts)
-        w = None if self._weights is None else _scaled(got[2], self._exponent)
+        w = None if self._weights is None else scaled_weights(got[2], self._exponent)
         return np.ascontiguousarray(got[0]), np.asarray(got[1]).astype(np.intp), w
 
 
@@ -399,13 +358,13 @@ def _log_softmax_chunk(z, temperature: float) -> NDArray:
 
 def softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
     """``softmax(logits / T)`` as a lazy Dask array (float64)."""
-    logits = _as_logits(logits)
+    logits = as_logits(logits)
     return logits.map_blocks(_softmax_chunk, temperature, dtype=np.float64)
 
 
 def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
     """``log softmax(logits / T)`` as a lazy Dask array (float64)."""
-    logits = _as_logits(logits)
+    logits = as_logits(logits)
     return logits.map_blocks(_log_softmax_chunk, temperature, dtype=np.float64)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from skts._classifier import TemperatureScaledClassifier, _encode_seen
-from skts._scaler import TemperatureScaler, _check_class_indices, _check_logits
-from skts._temperature import default_temperatures, nll_many
+from skts._numerics import default_temperatures, nll_many
+from skts._scaler import TemperatureScaler
+from skts._validation import check_class_indices, check_logits, check_temperatures
 from skts.metrics import reliability_curve
 
 __all__ = ["ReliabilityDisplay", "TemperatureCurveDisplay"]
@@ -478,11 +479,11 @@ class ReliabilityDisplay:
 
     @classmethod
     def _from_groups(cls, y_true, y_prob, groups, *, labels, sample_weight, **kw):
-        from skts.metrics import _check_groups
+        from skts._validation import check_groups
 
         y_true = np.asarray(y_true)
         y_prob = np.asarray(y_prob)
-        groups = _check_groups(groups, y_true.shape[0])
+        groups = check_groups(groups, y_true.shape[0])
         if labels is None:
             # The columns of the whole, named once: a group may lack a class.
             labels = np.unique(y_true)
@@ -773,11 +774,10 @@ class TemperatureCurveDisplay:
         >>> disp.losses.round(4)
         array([1.1109, 0.6547, 0.5623, 0.5931])
         """
-        from skts._scaler import _check_temperatures
 
-        logits = _check_logits(logits, warn_probabilities=True)
-        y = _check_class_indices(y, logits.shape)
-        grid = np.unique(_check_temperatures(temperatures))
+        logits = check_logits(logits, warn_probabilities=True)
+        y = check_class_indices(y, logits.shape)
+        grid = np.unique(check_temperatures(temperatures))
         losses = nll_many(logits, y, grid)
         display = cls(
             temperatures=grid,

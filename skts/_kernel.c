@@ -69,7 +69,7 @@ INLINE void row_extremes(const void *z, int z_f32, ptrdiff_t r,
     }
 }
 
-/* Centre a chunk of r rows: d = z - m (clipped as _temperature.py does), in
+/* Centre a chunk of r rows: d = z - m (clipped as skts/_numerics/ does), in
    float64 (d64) or float32 (d32), class-major (d[j r_ + i]) for at most 32
    classes, else row-major; gap = m - z_y in float64. */
 /* Row-major to class-major, with the number of classes a compile-time

@@ -1,4 +1,4 @@
-/* The per-block pass of skts (see skts/_kernel.pyx and skts/_temperature.py).
+/* The per-block pass of skts (see skts/_kernel.pyx and skts/_numerics/).
 
    One call reads one block of rows once: row maxima, centred logits, the
    exponentials at one or several beta = 1/T, their row sums and moments, the
@@ -13,7 +13,7 @@
    input gives the same bits on every machine and in every vector width.
 
    Units: u = 2**-53 (float64), u32 = 2**-24 (float32); "ulp" in
-   skts/_temperature.py means 2u.
+   skts/_numerics/ means 2u.
 */
 #ifndef SKTS_KERNEL_H
 #define SKTS_KERNEL_H
@@ -49,10 +49,10 @@
 #define SKTS_BIG 1.7976931348623157e308
 #define SKTS_F32_MIN (-3.4028234663852886e38f)
 /* Exponents are clamped here: float64 results stay normal (and the error of
-   the clamp, below 1e-304 per term, is in the bounds of _temperature.py). */
+   the clamp, below 1e-304 per term, is in the bounds of skts/_numerics/). */
 #define SKTS_EXP_FLOOR (-700.0)
 /* float32: exp(-87) = 1.6e-38 is normal; the clamp changes a term by less
-   than 1.7e-38, inside the 4e-38 per class of _window_pass32's bound. */
+   than 1.7e-38, inside the 4e-38 per class of Rows.window's bound. */
 #define SKTS_EXP32_FLOOR (-87.0f)
 
 SKTS_INLINE uint64_t skts_bits64(double x) {

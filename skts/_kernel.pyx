@@ -2,8 +2,8 @@
 """The compiled per-block pass (C in ``_kernel.c``, threads here).
 
 Each function reads C-contiguous float32 or float64 logits once, block by
-block (the blocks of ``skts._temperature._blocks``: their size depends on the
-shape only), with OpenMP threads over blocks. Every block writes its own row
+block (the blocks of ``skts._numerics._blocks``: their size depends on
+the shape only), with OpenMP threads over blocks. Every block writes its own row
 of the result; the caller adds the rows in block order, so the answer does
 not depend on the number of threads. Scratch memory is a few pages per
 thread, allocated for the call and freed before it returns.
@@ -12,6 +12,7 @@ thread, allocated for the call and freed before it returns.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 import numpy as np
 
@@ -56,9 +57,48 @@ cdef extern from "_kernel.h" nogil:
     double skts_log64(double s)
     double skts_log1p64(double e)
 
-NLL, SLOPES, DERIV, WINDOW = 0, 1, 2, 3
-_WIDTH = {NLL: 1, SLOPES: 5, DERIV: 4, WINDOW: 4}
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int skts_omp_max_threads(void) { return omp_get_max_threads(); }
+    static int skts_openmp(void) { return 1; }
+    #else
+    static int skts_omp_max_threads(void) { return 1; }
+    static int skts_openmp(void) { return 0; }
+    #endif
+    """
+    int skts_omp_max_threads() nogil
+    int skts_openmp() nogil
+
+# The modes of skts_block (_kernel.h); each has its entry point below.
+cdef int NLL = 0, SLOPES = 1, DERIV = 2, WINDOW = 3
+
+# About 64k logits per block: the unit of every sum's order (each block's sums
+# are added in block order). Defined here only; Python reads it
+# (skts._numerics._blocks).
 BLOCK_ELEMENTS = 1 << 16
+cdef Py_ssize_t _BLOCK_ELEMENTS = 1 << 16
+
+
+cdef inline Py_ssize_t _rows_per_block(Py_ssize_t k) noexcept nogil:
+    return max(1, _BLOCK_ELEMENTS // max(k, 1))
+
+
+def rows_per_block(Py_ssize_t n_classes):
+    """Rows of one block: ``max(1, BLOCK_ELEMENTS // n_classes)``."""
+    return _rows_per_block(n_classes)
+
+
+def max_threads():
+    """OpenMP's ``omp_get_max_threads()`` (``OMP_NUM_THREADS``, and any
+    ``threadpoolctl`` limit, lower it); 1 without OpenMP."""
+    return skts_omp_max_threads()
+
+
+def openmp():
+    """Whether the kernel was built with OpenMP threads."""
+    return bool(skts_openmp())
 
 
 def supports(logits, strided=True):
@@ -85,39 +125,70 @@ def supports(logits, strided=True):
     )
 
 
-def block_pass(
-    logits, y, sample_weight, double total, betas, temperatures, int mode, *,
-    bint single=False, bint second=True, bint moments=True, bint facts=False,
-    int first_spread=0, double spread=0.0, int deriv_at=-1, bint pair=False,
-    bint higher=False, int n_threads=1, row_max=None, row_max_out=None,
-    span_out=None,
-):
-    """Per-block weighted sums (one row per block of ``_blocks``).
+cdef _check_logits(logits, bint strided):
+    # Memory safety is checked here, not trusted to the caller.
+    if not supports(logits, strided):
+        raise ValueError(
+            "skts kernel: logits must be a 2-D float32 or float64 NumPy array "
+            "with contiguous rows; got "
+            f"{type(logits).__name__} {getattr(logits, 'dtype', '?')} of shape "
+            f"{getattr(logits, 'shape', '?')}."
+        )
 
-    Returns ``(sums, found)``: ``sums`` of shape ``(n_blocks, n_betas,
-    width)`` (width 1, 5, 4 or 4 for NLL, SLOPES, DERIV, WINDOW; two more
-    with ``higher``: the sums of ``F'''`` and ``F''''`` of the rows) and, with
-    ``facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom, varies).
-    ``higher`` needs DERIV, or SLOPES with ``moments`` and no ``pair``.
-    ``span_out``: a float64 array of one value per block, where each block
-    writes the largest range (max - min, rounded to nearest) of its rows.
-    """
+
+cdef const void *_first(logits) except NULL:
+    """The address of ``logits[0, 0]`` (checked by ``_check_logits``; the
+    caller keeps ``logits`` alive while the kernel reads it)."""
+    cdef const float[:, :] zf
+    cdef const double[:, :] zd
+    if logits.dtype == np.float32:
+        zf = logits
+        return &zf[0, 0]
+    zd = logits
+    return &zd[0, 0]
+
+
+cdef _check_rows(arr, Py_ssize_t n, str name):
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"skts kernel: {name} must be 1-D with one value per row of logits "
+            f"({n}); got shape {arr.shape}."
+        )
+
+
+cdef tuple _run(
+    skts_args base, int width, logits, y, sample_weight, double total, betas,
+    temperatures, int n_threads, row_max, row_max_out, span_out,
+):
+    """Per-block weighted sums of one read (one row per block): ``(sums,
+    found)``, ``sums`` of shape ``(n_blocks, n_betas, width)`` and, with
+    ``base.facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom,
+    varies)."""
+    _check_logits(logits, True)
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
-    cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
+    cdef Py_ssize_t step = _rows_per_block(k)
     cdef Py_ssize_t n_blocks = (n + step - 1) // step
-    cdef int width = _WIDTH[mode]
-    if higher:
-        if not (mode == DERIV or (mode == SLOPES and moments and not pair)):
-            raise ValueError("higher needs DERIV, or SLOPES with moments and no pair")
-        width += 2
-    b_arr = np.ascontiguousarray(betas, dtype=np.float64)
-    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64)
+    cdef bint facts = base.facts
+    b_arr = np.ascontiguousarray(betas, dtype=np.float64).reshape(-1)
+    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64).reshape(-1)
+    if b_arr.shape[0] != t_arr.shape[0]:
+        raise ValueError(
+            f"skts kernel: {b_arr.shape[0]} betas but {t_arr.shape[0]} "
+            "temperatures."
+        )
     cdef Py_ssize_t nt = b_arr.shape[0]
     y_arr = np.ascontiguousarray(y, dtype=np.int64)
-    w_arr = None if sample_weight is None else np.ascontiguousarray(
-        sample_weight, dtype=np.float64)
+    _check_rows(y_arr, n, "y")
+    w_arr = None
+    if sample_weight is not None:
+        w_arr = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        _check_rows(w_arr, n, "sample_weight")
+    if not (total > 0.0):
+        raise ValueError(f"skts kernel: total weight must be > 0; got {total!r}.")
     out = np.full((n_blocks, nt, width), np.nan)
     found = np.ones((n_blocks, 3), dtype=np.uint8)
+    if n == 0 or nt == 0:
+        return out, (found if facts else None)
     cdef double[:, :, ::1] out_v = out
     cdef unsigned char[:, ::1] found_v = found
     cdef const double[::1] b_v = b_arr
@@ -127,21 +198,10 @@ def block_pass(
     cdef const double *w_p = NULL
     if w_arr is not None:
         w_v = w_arr
-        w_p = &w_v[0] if n > 0 else NULL
-    cdef const float[:, :] zf
-    cdef const double[:, :] zd
-    cdef const void *z_p
+        w_p = &w_v[0]
     cdef int z_f32 = logits.dtype == np.float32
-    cdef Py_ssize_t ld = logits.strides[0] // logits.itemsize if n > 0 else k
-    if n == 0 or nt == 0:
-        return out, (found if facts else None)
-    if z_f32:
-        zf = logits
-        z_p = &zf[0, 0]
-    else:
-        zd = logits
-        z_p = &zd[0, 0]
-    cdef skts_args base
+    cdef Py_ssize_t ld = logits.strides[0] // logits.itemsize
+    cdef const void *z_p = _first(logits)
     base.z = z_p
     base.z_f32 = z_f32
     base.n_classes = k
@@ -150,16 +210,7 @@ def block_pass(
     base.betas = &b_v[0]
     base.temps = &t_v[0]
     base.nt = nt
-    base.mode = mode
-    base.single = single
-    base.second = second
-    base.moments = moments
-    base.facts = facts
-    base.first_spread = first_spread
-    base.spread = spread
-    base.deriv_at = deriv_at
-    base.pair = pair and nt >= 2 and abs(b_v[1] - b_v[0]) <= 1e-9 * b_v[0]
-    base.higher = higher
+    base.pair = base.pair and nt >= 2 and abs(b_v[1] - b_v[0]) <= 1e-9 * b_v[0]
     # Row maxima: known (row_max, from an earlier read of the same rows) or
     # wanted (row_max_out, written here): float64 arrays of n_rows.
     cdef const double[::1] mx_v
@@ -219,34 +270,94 @@ def block_pass(
     return out, (found if facts else None)
 
 
+cdef skts_args _base(int mode):
+    cdef skts_args a
+    memset(&a, 0, sizeof(a))
+    a.mode = mode
+    a.second = 1
+    a.moments = 1
+    a.deriv_at = -1
+    return a
+
+
+def nll(
+    logits, y, sample_weight, double total, betas, temperatures, *,
+    int n_threads=1, row_max=None, row_max_out=None,
+):
+    """Per-block weighted sums of the rows' losses at each temperature:
+    shape ``(n_blocks, n_temperatures, 1)``."""
+    cdef skts_args a = _base(NLL)
+    return _run(a, 1, logits, y, sample_weight, total, betas, temperatures,
+                n_threads, row_max, row_max_out, None)[0]
+
+
+def slopes(
+    logits, y, sample_weight, double total, betas, temperatures, *,
+    bint moments=True, bint facts=False, bint pair=False, bint higher=False,
+    int n_threads=1, row_max=None, row_max_out=None, span_out=None,
+):
+    """Per-block sums of ``(F, F', F'' / T**2, bound of F', |F'|)`` (two
+    more with ``higher``: the rows' third and fourth derivatives), and with
+    ``facts`` the per-block ``(top, bottom, varies)``: ``(sums, found)``.
+    ``higher`` needs ``moments`` and no ``pair``. ``span_out``: one float64
+    per block, where each block writes the largest range of its rows."""
+    if higher and not (moments and not pair):
+        raise ValueError("higher needs moments and no pair")
+    cdef skts_args a = _base(SLOPES)
+    a.moments, a.facts, a.pair, a.higher = moments, facts, pair, higher
+    return _run(a, 5 + 2 * higher, logits, y, sample_weight, total, betas,
+                temperatures, n_threads, row_max, row_max_out, span_out)
+
+
+def derivatives(
+    logits, y, sample_weight, double total, betas, temperatures, *,
+    bint single=False, bint second=True, bint facts=False, bint higher=False,
+    int n_threads=1, row_max=None, row_max_out=None,
+):
+    """Per-block sums of ``(F, F', F'', mean g**2)`` at each beta (two more
+    with ``higher``), float32 exponentials with ``single``; ``(sums,
+    found)`` as :func:`slopes`."""
+    cdef skts_args a = _base(DERIV)
+    a.single, a.second, a.facts, a.higher = single, second, facts, higher
+    return _run(a, 4 + 2 * higher, logits, y, sample_weight, total, betas,
+                temperatures, n_threads, row_max, row_max_out, None)
+
+
+def window(
+    logits, y, sample_weight, double total, betas, temperatures, *,
+    int first_spread=0, double spread=0.0, int deriv_at=-1,
+    int n_threads=1, row_max=None, row_max_out=None,
+):
+    """Per-block float32 estimates of each loss and their proven error
+    bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
+    n_temperatures, 4)``."""
+    cdef skts_args a = _base(WINDOW)
+    a.single, a.first_spread, a.spread, a.deriv_at = 1, first_spread, spread, deriv_at
+    return _run(a, 4, logits, y, sample_weight, total, betas, temperatures,
+                n_threads, row_max, row_max_out, None)[0]
+
+
 def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
     """``softmax(beta * logits)`` (``log``: its logarithm) row by row, as
     ``out_dtype`` (float32 or float64)."""
+    _check_logits(logits, False)
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
     out = np.empty((n, k), dtype=out_dtype)
     if n == 0:
         return out
     cdef int out_f32 = out.dtype == np.float32
     cdef int z_f32 = logits.dtype == np.float32
-    cdef const float[:, ::1] zf
-    cdef const double[:, ::1] zd
     cdef float[:, ::1] of
     cdef double[:, ::1] od
-    cdef const void *z_p
+    cdef const void *z_p = _first(logits)
     cdef void *o_p
-    if z_f32:
-        zf = logits
-        z_p = &zf[0, 0]
-    else:
-        zd = logits
-        z_p = &zd[0, 0]
     if out_f32:
         of = out
         o_p = &of[0, 0]
     else:
         od = out
         o_p = &od[0, 0]
-    cdef Py_ssize_t step = max(1, BLOCK_ELEMENTS // max(k, 1))
+    cdef Py_ssize_t step = _rows_per_block(k)
     cdef Py_ssize_t n_blocks = (n + step - 1) // step
     cdef Py_ssize_t b, row0, rows
     cdef size_t isz = 4 if z_f32 else 8
@@ -339,24 +450,19 @@ def exp32_rate(int n_threads=1, double seconds=0.2):
 def varies(logits, sample_weight):
     """Whether some row of positive weight has two different logits (stops
     at the first one)."""
+    _check_logits(logits, True)
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
     if n == 0:
         return False
-    cdef const float[:, :] zf
-    cdef const double[:, :] zd
-    cdef const void *z_p
     cdef int z_f32 = logits.dtype == np.float32
     cdef Py_ssize_t ld = logits.strides[0] // logits.itemsize
-    if z_f32:
-        zf = logits
-        z_p = &zf[0, 0]
-    else:
-        zd = logits
-        z_p = &zd[0, 0]
+    cdef const void *z_p = _first(logits)
     cdef const double[::1] w_v
     cdef const double *w_p = NULL
     if sample_weight is not None:
-        w_v = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        w_arr = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        _check_rows(w_arr, n, "sample_weight")
+        w_v = w_arr
         w_p = &w_v[0]
     cdef int out
     with nogil:

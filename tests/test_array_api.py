@@ -297,10 +297,10 @@ def test_classifier_follows_its_estimators_array_api_support(ensemble):
 
 @dispatch
 def test_a_device_without_float64_is_refused_with_a_reason(monkeypatch):
-    import sklearn.utils._array_api as sk_array_api
+    from skts import _sklearn_compat
 
     monkeypatch.setattr(
-        sk_array_api, "_max_precision_float_dtype", lambda xp, device: xp.float32
+        _sklearn_compat, "max_precision_float_dtype", lambda xp, device: xp.float32
     )
     z, y = _data(n=100, k=3)
     on_device = xps.asarray(z, device=xps.Device("device1"))
@@ -363,7 +363,7 @@ def test_device_passes_give_the_higher_derivatives_too():
     # The cubic-model steps of the continuous solver need F''' and F'''' from
     # its first float64 read; the device passes compute them in their
     # namespace, as the kernel does on the host.
-    from skts._temperature import _derivatives, _Rows, _slopes
+    from skts._numerics import Rows as _Rows
 
     z, y = _data(n=3000, k=12, seed=3)
     w = np.random.default_rng(5).uniform(0, 2, size=3000)
@@ -373,12 +373,12 @@ def test_device_passes_give_the_higher_derivatives_too():
     )
     host = _Rows(z.astype(np.float64), y, w)
     for t in ([0.5], [1.7, 3.0]):
-        got, want = _slopes(rows, t, higher=True), _slopes(host, t, higher=True)
+        got, want = rows.slopes(t, higher=True), host.slopes(t, higher=True)
         assert list(got.orders) == list(want.orders) == [4] * len(t)
         np.testing.assert_allclose(got.steps, want.steps, rtol=1e-9)
         betas = [1 / v for v in t]
         np.testing.assert_allclose(
-            _derivatives(rows, betas, higher=True),
-            _derivatives(host, betas, higher=True),
+            rows.derivatives(betas, higher=True),
+            host.derivatives(betas, higher=True),
             rtol=1e-9,
         )

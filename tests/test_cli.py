@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from skts import TemperatureScaler
-from skts._temperature import default_temperatures
+from skts._numerics import default_temperatures
 from skts.cli import parse_temperatures
 from skts.metrics import calibration_report
 
@@ -773,7 +773,8 @@ def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
 
 
 def test_an_output_that_appears_meanwhile_is_not_clobbered(tmp_path):
-    from skts.cli import CLIError, _atomic_outputs
+    from skts.cli._common import CLIError
+    from skts.cli._outputs import _atomic_outputs
 
     target = tmp_path / "p.json"
     with pytest.raises(CLIError, match="appeared while writing"):
@@ -881,7 +882,7 @@ def test_bad_label_in_a_file_names_the_value_and_position(files, tmp_path, capsy
 def test_report_when_the_labels_lack_a_class(tmp_path, capsys, bootstrap):
     # Logit columns are class indices by definition: nothing to guess even
     # when the labels never mention class 2.
-    from skts._temperature import softmax
+    from skts._numerics import softmax
     from skts.metrics import expected_calibration_error
 
     rng = np.random.RandomState(0)

@@ -16,7 +16,8 @@ import pytest
 from test_cli import assert_one_line_error, run
 
 from skts import TemperatureScaler
-from skts.metrics import _streamed_reports, calibration_report
+from skts.metrics import calibration_report
+from skts.metrics._report import streamed_reports
 
 
 def _overconfident(n, k, seed=0, t_true=2.0):
@@ -245,7 +246,7 @@ def test_streamed_bootstrap_resamples_rows_with_replacement():
     z = rng.normal(size=(n, k))
     y = rng.integers(0, k, n)
     y[: int(0.3 * n)] = z[: int(0.3 * n)].argmax(axis=1)
-    (report,) = _streamed_reports(z, y, [1.0], 400, 1)
+    (report,) = streamed_reports(z, y, [1.0], 400, 1)
     acc = report["accuracy"]
     lo, hi = report.intervals["accuracy"]
     sd = np.sqrt(acc * (1 - acc) / n)
@@ -259,7 +260,7 @@ def test_streamed_bootstrap_resamples_rows_with_replacement():
         a, b = report.intervals[metric], lib.intervals[metric]
         assert (a[1] - a[0]) == pytest.approx(b[1] - b[0], rel=0.25), metric
     # Point values do not depend on the bootstrap.
-    (plain,) = _streamed_reports(z, y, [1.0], 0, 1)
+    (plain,) = streamed_reports(z, y, [1.0], 0, 1)
     assert plain.values == report.values
 
 

@@ -11,7 +11,7 @@ from test_cli import assert_one_line_error, run
 
 import skts.metrics
 from skts import TemperatureScaler
-from skts.cli import SCHEMA_VERSION
+from skts.cli._common import SCHEMA_VERSION
 
 
 @pytest.fixture(scope="module")

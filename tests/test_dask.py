@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 from dask.callbacks import Callback  # noqa: E402
 
 from skts import BoundaryTemperatureWarning, TemperatureScaler  # noqa: E402
-from skts._temperature import (  # noqa: E402
+from skts._numerics import (  # noqa: E402
     default_temperatures,
     grid_search,
     nll_many,

@@ -16,7 +16,7 @@ from skts import (
     TemperatureScaledClassifier,
     TemperatureScaler,
 )
-from skts._temperature import nll_many
+from skts._numerics import nll_many
 from skts.metrics import expected_calibration_error, reliability_curve
 
 

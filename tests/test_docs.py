@@ -122,6 +122,10 @@ def test_the_pages_use_public_names_only():
     # What a user copies from the docs must work with the public API (the
     # persistence page names the trusted classes by their module, as skops
     # requires, but imports nothing private).
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    # (The developer page, "How skts works", shows the internals on purpose.)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [p for p in pages if p.name != "developers.md"]
+    assert len(pages) >= 10
+    for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "from skts._" not in text and "import skts._" not in text, page.name

@@ -11,16 +11,26 @@ import numpy as np
 import pytest
 
 from skts import _kernel
-from skts._temperature import (
-    _derivatives,
-    _error64_factor,
-    _exact_losses,
-    _nll,
-    _Rows,
-    _slopes,
-    _window_pass32,
-    grid_search,
-)
+from skts._numerics import Rows, grid_search
+from skts._numerics._blocks import error64_factor
+
+_ENTRIES = {
+    "nll": _kernel.nll,
+    "slopes": _kernel.slopes,
+    "derivatives": _kernel.derivatives,
+    "window": _kernel.window,
+}
+
+
+def block_pass(z, y, w, total, betas, temperatures, read, **options):
+    """One of the kernel's reads, as ``(sums, found)`` (``single`` only where
+    the read has a choice; ``facts`` where it has them)."""
+    if read != "derivatives":
+        options.pop("single", None)
+    if read in ("nll", "window"):
+        options.pop("facts", None)
+    out = _ENTRIES[read](z, y, w, total, betas, temperatures, **options)
+    return out if isinstance(out, tuple) else (out, None)
 
 U64 = 2.0**-53
 U32 = 2.0**-24
@@ -81,8 +91,8 @@ def test_a_pair_of_close_points_shares_one_read_of_exponentials(k):
     y = rng.integers(0, k, 3000)
 
     def run(betas, pair):
-        sums, _ = _kernel.block_pass(
-            z, y, None, 3000.0, betas, [1 / b for b in betas], _kernel.SLOPES, pair=pair
+        sums, _ = block_pass(
+            z, y, None, 3000.0, betas, [1 / b for b in betas], "slopes", pair=pair
         )
         return sums.sum(axis=0)
 
@@ -123,14 +133,14 @@ def test_higher_derivatives_match_a_long_double_reference(k, weighted):
     beta = 0.7
     want = _cumulant_reference(z, y, w, beta)
     for mode, options, rtol in [
-        (_kernel.SLOPES, {"moments": True}, 1e-10),
-        (_kernel.DERIV, {"single": True}, 2e-4),
-        (_kernel.DERIV, {"single": False}, 1e-10),
+        ("slopes", {"moments": True}, 1e-10),
+        ("derivatives", {"single": True}, 2e-4),
+        ("derivatives", {"single": False}, 1e-10),
     ]:
-        plain, _ = _kernel.block_pass(
+        plain, _ = block_pass(
             z, y, w, total, [beta], [1 / beta], mode, n_threads=2, **options
         )
-        more, _ = _kernel.block_pass(
+        more, _ = block_pass(
             z, y, w, total, [beta], [1 / beta], mode, n_threads=2, higher=True,
             **options,
         )
@@ -138,12 +148,12 @@ def test_higher_derivatives_match_a_long_double_reference(k, weighted):
         assert np.array_equal(more[:, :, : plain.shape[2]], plain)
         got = more.sum(axis=0)[0, -2:]
         np.testing.assert_allclose(got, np.array(want, dtype=float), rtol=rtol)
+    with pytest.raises(TypeError, match="higher"):
+        block_pass(z, y, w, total, [beta], [1 / beta], "nll", higher=True)
     with pytest.raises(ValueError, match="higher"):
-        _kernel.block_pass(z, y, w, total, [beta], [1 / beta], _kernel.NLL, higher=True)
-    with pytest.raises(ValueError, match="higher"):
-        _kernel.block_pass(
+        block_pass(
             z, y, w, total, [beta, beta * (1 + 1e-10)], [1 / beta, 1 / beta],
-            _kernel.SLOPES, pair=True, higher=True,
+            "slopes", pair=True, higher=True,
         )
 
 
@@ -232,14 +242,14 @@ def _reference(z, y, w, temperatures):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weighted):
     w = w if weighted else None
-    rows = _Rows(z, y, w)
+    rows = Rows(z, y, w)
     ts = [0.05, 0.7, 1.0, 3.0, 40.0]
     ref = _reference(z, y, w, ts)
-    nll = _nll(rows, ts)
-    c64 = _error64_factor(rows)
+    nll = rows.nll(ts)
+    c64 = error64_factor(rows.n_samples, rows.n_classes)
     assert np.all(np.abs(nll - ref[:, 0]) <= c64 * (np.abs(ref[:, 0]) + 1))
     # F' within its proven bound; F and F'' close; the exact facts exact.
-    slopes = _slopes(rows, ts)
+    slopes = rows.slopes(ts)
     assert np.array_equal(slopes.values[:, 0], nll)
     assert np.all(np.abs(slopes.values[:, 1] - ref[:, 1]) <= slopes.bound)
     assert np.allclose(slopes.values[:, 2], ref[:, 2], rtol=1e-9, atol=1e-12)
@@ -253,24 +263,24 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
     # nll's, and at the first point nll's bits.
     for t in (0.7, 3.0):
         pair = [t, t * (1 + 1e-10)]
-        got = _slopes(rows, pair)
+        got = rows.slopes(pair)
         near = _reference(z, y, w, pair)
         assert np.all(np.abs(got.values[:, 1] - near[:, 1]) <= got.bound)
         assert np.all(
             np.abs(got.values[:, 0] - near[:, 0]) <= c64 * (np.abs(near[:, 0]) + 1)
         )
         assert np.allclose(got.values[:, 2], near[:, 2], rtol=1e-9, atol=1e-12)
-        assert got.values[0, 0] == _nll(rows, pair[:1])[0]
+        assert got.values[0, 0] == rows.nll(pair[:1])[0]
     # Derivatives in beta (float32 and float64 arithmetic): steering values.
     betas = [1 / t for t in ts]
     for precision, rtol in (("float64", 1e-9), ("float32", 2e-4)):
-        got = _derivatives(rows, betas, precision)
+        got = rows.derivatives(betas, precision)
         assert np.allclose(got[:, 0], ref[:, 0], rtol=rtol, atol=1e-6)
         assert np.allclose(got[:, 1], ref[:, 1], rtol=rtol, atol=1e-5)
         assert np.allclose(got[:, 2], ref[:, 2], rtol=100 * rtol, atol=1e-4)
     # The float32 window: every estimate within its proven bound; the fused
     # float64 values are nll's, bit for bit.
-    est, err, exact, none = _window_pass32(rows, np.array(ts), exact=np.array(ts[:2]))
+    est, err, exact, none = rows.window(np.array(ts), exact=np.array(ts[:2]))
     assert np.all(np.abs(est - ref[:, 0]) <= err)
     assert np.array_equal(exact, nll[:2])
     assert none is None
@@ -278,27 +288,27 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
     # pass's values (its bits above two classes, whose windows read float32
     # exponentials too).
     for at in range(len(ts)):
-        again, _, _, slope = _window_pass32(rows, np.array(ts), deriv_at=at)
+        again, _, _, slope = rows.window(np.array(ts), deriv_at=at)
         assert np.array_equal(again, est)
-        _, g, h = _derivatives(rows, [1 / ts[at]], "float32")[0]
+        _, g, h = rows.derivatives([1 / ts[at]], "float32")[0]
         if z.shape[1] > 2:
             assert slope == (g, h)
         assert slope == pytest.approx((ref[at, 1], ref[at, 2]), rel=2e-2, abs=1e-4)
     # A view the kernel reads block by block gives the very same bits.
-    view = _Rows(_strided_view(z), y, w)
-    assert np.array_equal(_nll(view, ts), nll)
-    assert np.array_equal(_slopes(view, ts).bound, slopes.bound)
-    assert np.array_equal(_window_pass32(view, np.array(ts))[0], est)
+    view = Rows(_strided_view(z), y, w)
+    assert np.array_equal(view.nll(ts), nll)
+    assert np.array_equal(view.slopes(ts).bound, slopes.bound)
+    assert np.array_equal(view.window(np.array(ts)).estimate, est)
 
 
 @pytest.mark.parametrize(
     ("name", "z", "y", "w"), CASES[:6], ids=[c[0] for c in CASES[:6]]
 )
 def test_window_bound_holds_against_high_precision(name, z, y, w):
-    rows = _Rows(z[:60], y[:60], w[:60])
+    rows = Rows(z[:60], y[:60], w[:60])
     ts = np.array([0.3, 1.0, 2.5])
-    est, err, _, _ = _window_pass32(rows, ts)
-    exact, _ = _exact_losses(rows, ts)
+    est, err, _, _ = rows.window(ts)
+    exact, _ = rows.exact(ts)
     assert np.all(np.abs(est - np.array([float(v) for v in exact])) <= err)
 
 
@@ -308,7 +318,7 @@ def test_kernel_sums_do_not_depend_on_threads():
     y = rng.integers(0, 10, z.shape[0])
     w = rng.uniform(0, 1, z.shape[0])
     runs = [
-        _kernel.block_pass(
+        block_pass(
             z,
             y,
             w,
@@ -320,10 +330,10 @@ def test_kernel_sums_do_not_depend_on_threads():
             n_threads=threads,
         )[0]
         for mode, single in (
-            (_kernel.NLL, False),
-            (_kernel.SLOPES, False),
-            (_kernel.DERIV, True),
-            (_kernel.WINDOW, True),
+            ("nll", False),
+            ("slopes", False),
+            ("derivatives", True),
+            ("window", True),
         )
         for threads in (1, 2, 3)
     ]
@@ -344,7 +354,7 @@ def test_extreme_logits_keep_the_exact_rule():
         y = np.array([0, 2, 2, 1])
         grid = np.array([0.5, 1.0, 2.0])
         res = grid_search(z, y, grid)
-        exact, _ = _exact_losses(_Rows(z, y), grid)
+        exact, _ = Rows(z, y).exact(grid)
         assert res.temperature == grid[int(np.argmin(exact))]
 
 
@@ -381,12 +391,12 @@ def test_every_kth_row_is_read_in_place_with_the_same_bits():
     assert not _kernel.supports(z[:, :10][::3])  # (32 classes or fewer: no)
     copy = np.ascontiguousarray(view)
     for mode, single in (
-        (_kernel.NLL, False),
-        (_kernel.SLOPES, False),
-        (_kernel.DERIV, True),
-        (_kernel.WINDOW, True),
+        ("nll", False),
+        ("slopes", False),
+        ("derivatives", True),
+        ("window", True),
     ):
-        a = _kernel.block_pass(
+        a = block_pass(
             view,
             y[::3],
             None,
@@ -397,7 +407,7 @@ def test_every_kth_row_is_read_in_place_with_the_same_bits():
             single=single,
             facts=True,
         )
-        b = _kernel.block_pass(
+        b = block_pass(
             copy,
             y[::3],
             None,
@@ -415,7 +425,10 @@ def test_every_kth_row_is_read_in_place_with_the_same_bits():
 def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
     # 5,000 x 10: the subsample would be the whole data set, so none is made
     # (no copy); and the compiled passes keep no scratch memory after a fit.
-    import skts._temperature as numerics
+    import threading
+
+    import skts._numerics as numerics
+    from skts._numerics import _blocks
 
     rng = np.random.default_rng(7)
     z = rng.normal(scale=3.0, size=(5000, 10)).astype(np.float32)
@@ -424,33 +437,33 @@ def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
     def no_copy(self, rows):
         raise AssertionError("a subsample was copied")
 
-    monkeypatch.setattr(numerics._Rows, "subsample", no_copy)
-    monkeypatch.setattr(numerics, "_LOCAL", numerics.threading.local())
+    monkeypatch.setattr(numerics.Rows, "subsample", no_copy)
+    monkeypatch.setattr(_blocks, "_LOCAL", threading.local())
     res = grid_search(z, y, numerics.default_temperatures())
-    exact, _ = _exact_losses(_Rows(z, y), [res.temperature])
+    exact, _ = Rows(z, y).exact([res.temperature])
     assert abs(res.loss - float(exact[0])) < 1e-12
-    assert not getattr(numerics._LOCAL, "buffers", {})  # no cached scratch
+    assert not getattr(_blocks._LOCAL, "buffers", {})  # no cached scratch
 
 
 def test_threads_are_every_core_from_2_18_logits(monkeypatch):
-    import skts._temperature as numerics
+    from skts._numerics import _threads as numerics
 
-    monkeypatch.setattr(numerics, "_CORES", 4)
-    monkeypatch.setattr(numerics, "_others_running", lambda: 0)
-    assert numerics._kernel_threads(None, 1 << 18) == 4
-    assert numerics._kernel_threads(None, (1 << 18) - 1) == 1
-    assert numerics._kernel_threads(-1, 1000) == 4
-    assert numerics._kernel_threads(-2, 1000) == 3
-    assert numerics._kernel_threads(3, 1 << 20) == 3
+    monkeypatch.setattr(numerics, "cpu_count", lambda: 4)
+    monkeypatch.setattr(numerics, "others_running", lambda: 0)
+    assert numerics.kernel_threads(None, 1 << 18) == 4
+    assert numerics.kernel_threads(None, (1 << 18) - 1) == 1
+    assert numerics.kernel_threads(-1, 1000) == 4
+    assert numerics.kernel_threads(-2, 1000) == 3
+    assert numerics.kernel_threads(3, 1 << 20) == 3
     # Short passes on a busy machine: the cores others leave idle (a worker
     # that waits for a core stalls the whole pass); long ones: every core.
-    monkeypatch.setattr(numerics, "_others_running", lambda: 3)
-    assert numerics._kernel_threads(None, 1 << 18) == 1
-    assert numerics._kernel_threads(None, (1 << 20) - 1) == 1
-    assert numerics._kernel_threads(None, 1 << 20) == 4
-    assert numerics._kernel_threads(2, 1 << 18) == 2  # as asked
-    monkeypatch.setattr(numerics, "_others_running", lambda: 1)
-    assert numerics._kernel_threads(None, 1 << 18) == 3
+    monkeypatch.setattr(numerics, "others_running", lambda: 3)
+    assert numerics.kernel_threads(None, 1 << 18) == 1
+    assert numerics.kernel_threads(None, (1 << 20) - 1) == 1
+    assert numerics.kernel_threads(None, 1 << 20) == 4
+    assert numerics.kernel_threads(2, 1 << 18) == 2  # as asked
+    monkeypatch.setattr(numerics, "others_running", lambda: 1)
+    assert numerics.kernel_threads(None, 1 << 18) == 3
 
 
 def test_other_processes_running_are_counted():
@@ -459,7 +472,7 @@ def test_other_processes_running_are_counted():
     import sys
     import time
 
-    import skts._temperature as numerics
+    from skts._numerics import _threads as numerics
 
     if not os.path.exists("/proc/loadavg"):
         pytest.skip("no /proc/loadavg on this system")
@@ -469,9 +482,9 @@ def test_other_processes_running_are_counted():
     try:
         time.sleep(0.5)
         numerics._LOAD["at"] = float("-inf")
-        busy = numerics._others_running()
+        busy = numerics.others_running()
         assert busy >= 2
-        assert numerics._others_running() == busy  # (looked up every 0.1 s)
+        assert numerics.others_running() == busy  # (looked up every 0.1 s)
     finally:
         for hog in hogs:
             hog.kill()
@@ -491,7 +504,7 @@ def test_openmp_spins_briefly_unless_told_and_the_environment_is_kept(user):
     if user is not None:
         env["GOMP_SPINCOUNT"] = user
     code = (
-        "import os, skts._temperature as t; "
+        "import os, skts._numerics._compiled as t; "
         "print(os.environ.get('GOMP_SPINCOUNT'), t._SET)"
     )
     run = subprocess.run(
@@ -514,26 +527,26 @@ def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
     w = rng.uniform(0, 2, n)
     total = float(w.sum())
     found = np.full(n, np.nan)
-    _kernel.block_pass(z, y, w, total, [1.0], [1.0], _kernel.NLL, row_max_out=found)
+    block_pass(z, y, w, total, [1.0], [1.0], "nll", row_max_out=found)
     assert np.array_equal(found, z.max(axis=1).astype(np.float64))
     b3 = np.array([0.5, 1.0, 1.7])
     for mode, betas, options in [
-        (_kernel.NLL, b3, {}),
-        (_kernel.SLOPES, b3, {"moments": True, "facts": True}),
-        (_kernel.SLOPES, b3[:1], {"moments": True, "higher": True}),
-        (_kernel.SLOPES, np.array([0.7, 0.7 * (1 + 1e-10)]), {"pair": True}),
-        (_kernel.DERIV, b3[:1], {"single": True, "higher": True}),
-        (_kernel.DERIV, b3, {"single": False}),
-        (_kernel.WINDOW, b3, {"single": True, "deriv_at": 1}),
-        (_kernel.WINDOW, b3[:1], {"single": True}),
+        ("nll", b3, {}),
+        ("slopes", b3, {"moments": True, "facts": True}),
+        ("slopes", b3[:1], {"moments": True, "higher": True}),
+        ("slopes", np.array([0.7, 0.7 * (1 + 1e-10)]), {"pair": True}),
+        ("derivatives", b3[:1], {"single": True, "higher": True}),
+        ("derivatives", b3, {"single": False}),
+        ("window", b3, {"single": True, "deriv_at": 1}),
+        ("window", b3[:1], {"single": True}),
     ]:
-        plain = _kernel.block_pass(z, y, w, total, betas, 1 / betas, mode, n_threads=2, **options)
-        known = _kernel.block_pass(
+        plain = block_pass(z, y, w, total, betas, 1 / betas, mode, n_threads=2, **options)
+        known = block_pass(
             z, y, w, total, betas, 1 / betas, mode, n_threads=2, row_max=found, **options
         )
         assert np.array_equal(plain[0], known[0], equal_nan=True), (mode, options)
     with pytest.raises(ValueError, match="row_max"):
-        _kernel.block_pass(z, y, w, total, [1.0], [1.0], _kernel.NLL, row_max=found[:-1])
+        block_pass(z, y, w, total, [1.0], [1.0], "nll", row_max=found[:-1])
 
 
 @pytest.mark.parametrize("k", [2, 10, 33, 300])
@@ -554,12 +567,50 @@ def test_each_block_writes_its_widest_row(k, dtype):
             for i in range(0, n, step)
         ]
     )
-    args = (z, y, None, float(n), [0.5], [2.0], _kernel.SLOPES)
-    plain = _kernel.block_pass(*args)[0]
+    args = (z, y, None, float(n), [0.5], [2.0], "slopes")
+    plain = block_pass(*args)[0]
     for options in ({}, {"row_max": z64.max(axis=1)}):
         spans = np.full(len(want), np.nan)
-        out = _kernel.block_pass(*args, span_out=spans, **options)[0]
+        out = block_pass(*args, span_out=spans, **options)[0]
         assert np.array_equal(spans, want)
         assert np.array_equal(out, plain)
     with pytest.raises(ValueError, match="span_out"):
-        _kernel.block_pass(*args, span_out=np.zeros(len(want) + 1))
+        block_pass(*args, span_out=np.zeros(len(want) + 1))
+
+
+@pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
+def test_every_entry_point_checks_the_shapes_it_is_given(read):
+    # Memory safety is the kernel's own: a labels or weights array shorter
+    # (or longer) than the logits, mismatched betas, a zero total, or logits
+    # it cannot read are refused before any read.
+    rng = np.random.default_rng(9)
+    z = rng.normal(size=(1000, 5))
+    y = rng.integers(0, 5, 1000)
+    w = np.ones(1000)
+    ok = block_pass(z, y, w, 1000.0, [1.0], [1.0], read)[0]
+    assert np.isfinite(ok[:, :, 0]).all()
+    bad = [
+        ((z, y[:100], w, 1000.0, [1.0], [1.0]), "y must be 1-D with one value per row"),
+        ((z, np.tile(y, 2), w, 1000.0, [1.0], [1.0]), "y must be 1-D"),
+        ((z, y, w[:-1], 1000.0, [1.0], [1.0]), "sample_weight must be 1-D"),
+        ((z, y, w, 1000.0, [1.0, 2.0], [1.0]), "2 betas but 1 temperatures"),
+        ((z, y, w, 0.0, [1.0], [1.0]), "total weight must be > 0"),
+        ((z[:, ::2], y, w, 1000.0, [1.0], [1.0]), "logits must be a 2-D float32"),
+        ((z.astype(np.float16), y, w, 1000.0, [1.0], [1.0]), "logits must be"),
+    ]
+    for args, match in bad:
+        with pytest.raises(ValueError, match=match):
+            block_pass(*args, read)
+    with pytest.raises(ValueError, match="sample_weight must be 1-D"):
+        _kernel.varies(z, w[:10])
+    with pytest.raises(ValueError, match="logits must be"):
+        _kernel.softmax(z[::2], 1.0, False, np.float64)
+
+
+def test_the_block_size_is_the_kernels():
+    # One definition: Python reads the kernel's block size and row formula.
+    from skts._numerics import BLOCK_ELEMENTS, rows_per_block
+
+    assert BLOCK_ELEMENTS == _kernel.BLOCK_ELEMENTS == 1 << 16
+    for k in (1, 2, 7, 1000, 1 << 17):
+        assert rows_per_block(k) == max(1, (1 << 16) // k)

@@ -11,7 +11,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import GridSearchCV, cross_validate
 
 from skts import TemperatureScaler
-from skts._temperature import default_temperatures, nll_many
+from skts._numerics import default_temperatures, nll_many
 from skts.metrics import (
     calibration_report,
     classwise_calibration_error,

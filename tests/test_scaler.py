@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 from sklearn.base import clone
 
 from skts import BoundaryTemperatureWarning, TemperatureScaler
-from skts._temperature import nll_many
+from skts._numerics import nll_many
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_labels_are_the_first_argmax_of_the_logits():
 def test_float32_stays_float32_in_memory(data):
     logits, y = data
     logits32 = np.ascontiguousarray(logits, dtype=np.float32)
-    from skts._scaler import _check_logits
+    from skts._validation import check_logits as _check_logits
 
     assert _check_logits(logits32) is logits32
     scaler = TemperatureScaler().fit(logits32, y)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from skts._temperature import (
+from skts._numerics import (
     default_temperatures,
     derivatives,
     grid_search,
@@ -671,7 +671,7 @@ def large_problem():
 def test_large_inputs_find_the_brute_force_answer(
     large_problem, monkeypatch, offset, spread, path
 ):
-    import skts._temperature as numerics
+    from skts._numerics import Rows, _grid
 
     logits, y, grid, best = large_problem
     beta = 1.0 / grid[best]
@@ -681,18 +681,18 @@ def test_large_inputs_find_the_brute_force_answer(
     start = beta * (1 + offset)
     curvature = derivatives(logits[::20], y[::20], start)[2]  # a subsample's
     monkeypatch.setattr(
-        numerics,
-        "_warm_start",
+        _grid,
+        "warm_start",
         lambda *a: (start, spread * spacing * beta, curvature, 0),
     )
     windows = []
-    window = numerics._window_pass32
+    window = Rows.window
 
     def spy(rows, temperatures, *a, **kw):
         windows.append((len(temperatures), kw.get("deriv_at")))
         return window(rows, temperatures, *a, **kw)
 
-    monkeypatch.setattr(numerics, "_window_pass32", spy)
+    monkeypatch.setattr(Rows, "window", spy)
     result = grid_search(logits, y, grid)
     assert result.temperature == grid[best]
     assert (windows[0][1] is not None) == (path == "fused")
@@ -708,7 +708,7 @@ def test_large_inputs_find_the_brute_force_answer(
 
 
 def test_the_cubic_model_step_is_exact_on_a_cubic_and_newton_is_its_fallback():
-    from skts._temperature import _model_step
+    from skts._numerics import model_step as _model_step
 
     # F'(b) = (b - r) + (b - r)**2 + (b - r)**3 / 3: increasing, root r.
     r, b0 = 0.8, 0.83
@@ -730,7 +730,8 @@ def test_higher_derivatives_steer_to_the_fourth_order(k):
     # From 1% off, a step from the cubic model of F' (F''' and F'''' from the
     # same read) lands within ~3e-8 of the root, Newton's only within ~2e-4:
     # what lets the continuous solver skip a read.
-    from skts._temperature import _derivatives, _model_step, _Rows
+    from skts._numerics import Rows as _Rows
+    from skts._numerics import model_step as _model_step
 
     rng = np.random.default_rng(k)
     z = (rng.normal(scale=3.0, size=(4000, k))).astype(np.float32)
@@ -739,8 +740,8 @@ def test_higher_derivatives_steer_to_the_fourth_order(k):
     root = 1.0 / solve_continuous(z, y, 0.01, 100.0, tol=1e-12).temperature
     for precision, floor in [("float64", 0.0), ("float32", 1e-6)]:
         for start in (root * 1.01, root * 0.99):
-            f, g1, g2, g3, g4 = _derivatives(rows, [start], precision, higher=True)[0]
-            plain = _derivatives(rows, [start], precision)[0]
+            f, g1, g2, g3, g4 = rows.derivatives([start], precision, higher=True)[0]
+            plain = rows.derivatives([start], precision)[0]
             assert np.array_equal(plain, [f, g1, g2])
             cubic = abs(start + _model_step(g1, g2, g3, g4) - root) / root
             newton = abs(start + _model_step(g1, g2) - root) / root
@@ -768,22 +769,13 @@ def test_continuous_reads_once_after_a_warm_start_on_all_the_data(n, k):
 def test_per_block_results_fold_in_block_order_without_a_step_per_block():
     # Stacked per-block results (many blocks: long rows) fold to the bits of
     # the block-by-block fold that Dask runs over its pieces.
-    from skts._temperature import (
-        _add,
-        _combine_slopes,
-        _combine_window,
-        _derivatives_part,
-        _fold,
-        _Rows,
-        _slopes_part,
-        _window_part,
-    )
+    from skts._numerics import Rows, add, fold
+    from skts._numerics._passes import combine_slopes, combine_window
 
     rng = np.random.default_rng(0)
     z = (rng.normal(scale=3.0, size=(300, 3000))).astype(np.float32)
     y = rng.integers(0, 3000, 300)
-    rows = _Rows(z, y, rng.uniform(0, 2, 300))
-    args = (rows.logits, rows.y, rows.sample_weight, rows.total)
+    rows = Rows(z, y, rng.uniform(0, 2, 300))
 
     def one_by_one(combine, parts):
         parts = list(parts)
@@ -792,46 +784,47 @@ def test_per_block_results_fold_in_block_order_without_a_step_per_block():
             acc = combine(acc, part)
         return acc
 
-    window = _window_part(*args, np.array([0.8, 1.0, 1.2]), np.array([1.0]), None, 1)
+    window = rows.window_parts(np.array([0.8, 1.0, 1.2]), np.array([1.0]), None, 1)
     assert len(window) > 10
     for got, want in zip(
-        _fold(_combine_window, window), one_by_one(_combine_window, window), strict=True
+        fold(combine_window, window), one_by_one(combine_window, window), strict=True
     ):
         if isinstance(got, list):
             got, want = got[0], want[0]
         assert np.array_equal(got, want)
-    slopes = _slopes_part(*args, [0.8, 1.0], True, True)
-    got, want = _fold(_combine_slopes, slopes), one_by_one(_combine_slopes, slopes)
+    slopes = rows.slopes_parts([0.8, 1.0], True, True)
+    got, want = fold(combine_slopes, slopes), one_by_one(combine_slopes, slopes)
     assert np.array_equal(got[0], want[0]) and got[1] == want[1]
-    derivs = _derivatives_part(*args, [0.8, 1.0], "float32", True)
-    assert np.array_equal(_fold(_add, derivs), one_by_one(_add, derivs))
+    derivs = rows.derivatives_parts([0.8, 1.0], "float32", True)
+    assert np.array_equal(fold(add, derivs), one_by_one(add, derivs))
 
 
 def test_a_fit_reads_wide_rows_maxima_once_and_keeps_its_bits(monkeypatch):
     # The first read of a fit records the row maxima of wide float32 logits;
     # later reads take them (one sweep of the logits each). Same answers, to
     # the bit, as without.
-    import skts._temperature as numerics
+    import skts._numerics as numerics
+    from skts._numerics import _passes
 
     rng = np.random.default_rng(7)
     z = (rng.normal(scale=3.0, size=(3000, 200))).astype(np.float32)
     y = np.where(rng.random(3000) < 0.7, z.argmax(axis=1), rng.integers(0, 200, 3000))
-    rows = numerics._Rows(z, y)
-    numerics._slopes(rows, [1.0])
+    rows = numerics.Rows(z, y)
+    rows.slopes([1.0])
     assert np.array_equal(rows._maxima.values, z.max(axis=1).astype(np.float64))
     with_maxima = [
         solve_continuous(z, y, 0.01, 100.0),
         grid_search(z, y, default_temperatures()),
     ]
-    monkeypatch.setattr(numerics._RowMaxima, "wanted", staticmethod(lambda z: False))
+    monkeypatch.setattr(_passes._RowMaxima, "wanted", staticmethod(lambda z: False))
     without = [
         solve_continuous(z, y, 0.01, 100.0),
         grid_search(z, y, default_temperatures()),
     ]
     assert with_maxima == without
-    rows = numerics._Rows(z, y)
-    numerics._slopes(rows, [1.0])
-    assert "_maxima" not in rows.__dict__
+    rows = numerics.Rows(z, y)
+    rows.slopes([1.0])
+    assert rows._maxima is None
 
 
 @pytest.mark.parametrize("higher", [False, True])
@@ -845,9 +838,10 @@ def test_a_bracket_from_one_read_is_proven_or_refused(seed, higher):
     # (within 1e-8 relative; from a higher read, whose third derivative
     # bounds the second-order term, within 1e-6) and refuses 1e-3 away,
     # where the read's target misses the root by far more than tau.
-    from _reference import exact_slope
+    from skts._numerics import Rows as _Rows
+    from skts._numerics import one_read_bracket as _one_read_bracket
 
-    from skts._temperature import _one_read_bracket, _Rows, _slopes
+    from _reference import exact_slope
 
     rng = np.random.default_rng(seed)
     n, k = [(300, 10), (200, 2), (120, 40), (400, 5), (150, 20), (250, 3)][seed]
@@ -865,7 +859,7 @@ def test_a_bracket_from_one_read_is_proven_or_refused(seed, higher):
     for eps in (1e-9, -1e-8, 3e-8, -1e-7, 1e-6, -1e-5, 1e-4, -1e-3):
         x = root * (1.0 + eps)
         tau = 1e-10 * x
-        read = _slopes(rows, [1.0 / x], facts=False, span=True, higher=higher)
+        read = rows.slopes([1.0 / x], facts=False, span=True, higher=higher)
         assert read.span == float(
             (z.astype(np.float64).max(axis=1) - z.min(axis=1)).max()
         )
@@ -891,7 +885,8 @@ def test_a_bracket_from_one_read_is_proven_or_refused(seed, higher):
 def test_a_bracket_from_one_read_needs_a_known_span_within_the_clamp():
     # Without the rows' span (inf), or where beta times it reaches the
     # exponent clamp (600), nothing is proven from one read.
-    from skts._temperature import _one_read_bracket, _Rows, _slopes
+    from skts._numerics import Rows as _Rows
+    from skts._numerics import one_read_bracket as _one_read_bracket
 
     rng = np.random.default_rng(3)
     z = rng.normal(size=(200, 6))
@@ -900,16 +895,16 @@ def test_a_bracket_from_one_read_needs_a_known_span_within_the_clamp():
     rows = _Rows(z, y)
     x = 1.0 / solve_continuous(z, y, 1e-3, 1e3, tol=1e-13).temperature
     x *= 1.0 + 1e-9  # (at the root itself the sign of F' is unknowable)
-    read = _slopes(rows, [1.0 / x], facts=False, span=True)
+    read = rows.slopes([1.0 / x], facts=False, span=True)
     assert _one_read_bracket(x, read, 200, 6, 0.45e-10 * x) is not None
-    unknown = _slopes(rows, [1.0 / x], facts=False)
+    unknown = rows.slopes([1.0 / x], facts=False)
     assert unknown.span == math.inf
     assert _one_read_bracket(x, unknown, 200, 6, 0.45e-10 * x) is None
     # One far logit (5,000 below its row's others) puts beta R far beyond
     # the clamp: refused, and the solver reads a pair.
     far = z.copy()
     far[7, (y[7] + 1) % 6] = -5000.0
-    wide = _slopes(_Rows(far, y), [1.0 / x], facts=False, span=True)
+    wide = _Rows(far, y).slopes([1.0 / x], facts=False, span=True)
     assert wide.span * x > 600.0
     assert _one_read_bracket(x, wide, 200, 6, 0.45e-10 * x) is None
     near = solve_continuous(z, y, 1e-3, 1e3)
@@ -922,20 +917,20 @@ def test_a_bracket_from_one_read_needs_a_known_span_within_the_clamp():
 def test_a_higher_read_reports_the_third_derivative():
     # _Slopes.third (from a higher read) is F''' at its beta: the slope of
     # F'' there, measured by central differences of float64 reads.
-    from skts._temperature import _Rows, _slopes
+    from skts._numerics import Rows as _Rows
 
     rng = np.random.default_rng(11)
     z = rng.normal(scale=4.0, size=(3000, 12))
     y = np.where(rng.random(3000) < 0.6, z.argmax(axis=1), rng.integers(0, 12, 3000))
     rows = _Rows(z, y)
     for beta in (0.3, 1.0, 2.5):
-        third = _slopes(rows, [1.0 / beta], facts=False, higher=True).third
+        third = rows.slopes([1.0 / beta], facts=False, higher=True).third
         h = 1e-4 * beta
         up, down = (
-            _slopes(rows, [1.0 / b], facts=False).values[0, 2] for b in (beta + h, beta - h)
+            rows.slopes([1.0 / b], facts=False).values[0, 2] for b in (beta + h, beta - h)
         )
         assert third == pytest.approx((up - down) / (2 * h), rel=1e-5)
-        assert np.isnan(_slopes(rows, [1.0 / beta], facts=False).third)
+        assert np.isnan(rows.slopes([1.0 / beta], facts=False).third)
 
 
 def test_the_one_read_bracket_reads_copied_blocks_too():

@@ -1,0 +1,671 @@
+"""``Rows``: the held-out rows and the named reads the searches make of them.
+
+Each read is one method, one pass over the data, and the one place its
+result is finished (folded in block order, error bounds applied):
+
+=================  ==========================================================
+``nll``            ``L(T)`` at a few temperatures (float64; the reference)
+``derivatives``    ``(F, F', F'')`` in ``beta = 1/T`` (and ``F'''``, ``F''''``)
+``slopes``         float64 ``F'`` with a proven error bound, and exact facts
+``window``         float32 estimates of ``L`` with proven error bounds
+``exact``          ``L(T)`` to 50 digits (near-ties only)
+``flat``           whether every row of positive weight is constant
+``subsample``      a few rows as host arrays (the warm start)
+``moments``        the warm start's float32 steering read (in memory only)
+=================  ==========================================================
+
+Each read's per-block sums come from its ``*_parts`` method (the kernel
+here); a backend (``skts._array_api.XpRows``, ``skts._dask.DaskRows``)
+overrides the ``*_parts`` methods, and the base class folds and finishes
+them, so every backend shares the formulas after the blocks' sums. The
+searches (:mod:`skts._numerics._grid`, :mod:`skts._numerics._continuous`)
+call only the named reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from skts._numerics._blocks import (
+    EPS,
+    Stacked,
+    add,
+    blocks,
+    error64_factor,
+    fold,
+    in_order,
+    normalised_weights,
+    rows_per_block,
+    weights_total,
+)
+from skts._numerics._compiled import kernel
+from skts._numerics._exact import combine_exact, exact_part, exact_values
+from skts._numerics._steps import model_step
+from skts._numerics._threads import kernel_threads, map_blocks
+
+__all__ = [
+    "Rows",
+    "Slopes",
+    "Window",
+    "combine_slopes",
+    "combine_window",
+    "derivatives",
+    "nll",
+    "nll_many",
+]
+
+
+def _readable(logits) -> bool:
+    """Whether the compiled kernel reads ``logits`` in place (NumPy float32
+    or float64, C-contiguous, memory maps included)."""
+    return kernel.supports(logits)
+
+
+class _RowMaxima:
+    """The row maxima of wide float32 logits, found by a fit's first read and
+    given to the later ones: the kernel then reads such rows once per pass,
+    as its arithmetic consumes them (no separate sweep for the maxima). The
+    same bits either way (a maximum is exact)."""
+
+    def __init__(self, logits):
+        self.logits = logits
+        self.values: NDArray | None = None
+        self._pending: NDArray | None = None
+
+    @staticmethod
+    def wanted(logits) -> bool:
+        return (
+            _readable(logits)
+            and logits.dtype == np.float32
+            and logits.shape[1] > 32
+            and logits.shape[0] > 0
+        )
+
+    def options(self) -> dict:
+        if self.values is not None:
+            return {"row_max": self.values}
+        self._pending = np.empty(self.logits.shape[0])
+        return {"row_max_out": self._pending}
+
+    def read(self) -> None:
+        """After a pass: the maxima it wrote, if any, are known."""
+        if self.values is None and self._pending is not None:
+            self.values, self._pending = self._pending, None
+
+
+@dataclass(frozen=True)
+class Slopes:
+    """One float64 read at a few ``beta``: ``(F, F', F'')`` per beta (rows of
+    ``values``), a rigorous bound on the error of each computed ``F'``, and
+    two exact facts about the rows of positive weight."""
+
+    values: NDArray  # shape (n_betas, 3)
+    bound: NDArray  # shape (n_betas,)
+    # Every label has the largest logit of its row (and some row varies):
+    # F' < 0 for every beta, exactly, so the smallest T is the unique answer.
+    separable: bool
+    # Every label has the smallest logit of its row (and some row varies):
+    # F' > 0 for every beta, so the largest T is the unique answer.
+    anti_separable: bool
+    # The step to the root of F' in beta per beta, to subtract (inf where F''
+    # is 0 or unknown): Newton's F'/F'', or (orders 4) from the cubic model
+    # of F' (see model_step, skts._numerics._steps).
+    steps: NDArray
+    orders: NDArray | None = None
+    # The largest range (max - min) of a row's logits, when asked for (else
+    # inf): F'' changes by at most a factor exp(span |h|) over a step h.
+    span: float = math.inf
+    # F''' at the first beta, from a higher read (else NaN)
+    third: float = math.nan
+
+    def decreasing(self, k: int) -> bool:
+        """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
+        return self.separable or self.values[k, 1] < -self.bound[k]
+
+    def increasing(self, k: int) -> bool:
+        """``F' > 0`` at the k-th beta, proven (hence on every larger beta too)."""
+        return self.anti_separable or self.values[k, 1] > self.bound[k]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One float32 read at a few temperatures: ``estimate`` and ``bound`` with
+    ``|estimate - L| <= bound`` for the exact loss ``L``, the float64 values
+    (``Rows.nll``, bit for bit) at the ``exact`` temperatures, and ``(F',
+    F'')`` at ``deriv_at`` (else None)."""
+
+    estimate: NDArray
+    bound: NDArray
+    reference: NDArray
+    slope: tuple[float, float] | None
+
+    def __iter__(self):
+        return iter((self.estimate, self.bound, self.reference, self.slope))
+
+
+def combine_slopes(a, b):
+    """Two per-block results of ``Rows.slopes_parts`` added (blocks in order)."""
+    (sums_a, (top_a, bottom_a, var_a, span_a)) = a
+    (sums_b, (top_b, bottom_b, var_b, span_b)) = b
+    return sums_a + sums_b, (
+        top_a and top_b,
+        bottom_a and bottom_b,
+        var_a or var_b,
+        max(span_a, span_b),
+    )
+
+
+def combine_window(a, b):
+    """Two per-block results of ``Rows.window_parts`` added. The float64
+    reference values are summed float64 block after float64 block (several
+    per float32 block), as ``Rows.nll`` sums them: the same bits."""
+    refs = [*a[2], *b[2]]
+    ref = fold(add, refs) if refs else None
+    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref], a[3] + b[3]
+
+
+class Rows:
+    """The held-out rows as every read sees them (in memory, NumPy).
+
+    ``sample_weight`` is normalised (:func:`~skts._numerics._blocks.normalised_weights`)
+    and ``total`` is its sum: every read sees the same weighted mean. The
+    reads are the public methods; ``*_parts`` give a read's per-block sums
+    (what a backend overrides), folded in block order by the read.
+    """
+
+    # Pieces whose results are combined: every float64 sum follows the
+    # blocks in order whatever the pieces (the same bits), but the
+    # high-precision evaluator adds one rounding per piece.
+    n_parts = 1
+
+    def __init__(self, logits, y, sample_weight=None, n_jobs=None, *, keep_maxima=True):
+        weights = normalised_weights(sample_weight)  # exact
+        n_samples, n_classes = logits.shape
+        self._set(
+            logits, y, weights, weights_total(weights, n_samples, n_classes), n_jobs
+        )
+        # (the warm start's subsamples are read a few times only: no maxima)
+        wanted = keep_maxima and _RowMaxima.wanted(logits)
+        self._maxima = _RowMaxima(logits) if wanted else None
+
+    @classmethod
+    def piece(cls, logits, y, sample_weight, total: float, n_jobs=1) -> Rows:
+        """Some rows of a larger set whose weights are already normalised and
+        whose ``total`` is the whole set's (a Dask task's piece)."""
+        rows = cls.__new__(cls)
+        rows._set(logits, y, sample_weight, total, n_jobs)
+        rows._maxima = None
+        return rows
+
+    def _set(self, logits, y, weights, total, n_jobs) -> None:
+        self.logits, self.y, self.sample_weight = logits, y, weights
+        self.n_samples, self.n_classes = logits.shape
+        self.total = total
+        self.n_jobs = n_jobs
+
+    # -- the named reads -----------------------------------------------------
+
+    def nll(self, temperatures) -> NDArray[np.float64]:
+        """``L(T)`` at each of ``temperatures``, float64, in one read: the
+        reference of every decision (``nll_many``)."""
+        temperatures = np.asarray(temperatures, dtype=np.float64).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return fold(add, self.nll_parts(temperatures))
+
+    def derivatives(
+        self,
+        betas,
+        precision: str = "float64",
+        *,
+        second_moment: bool = True,
+        higher: bool = False,
+    ) -> NDArray[np.float64]:
+        """``(F, F', F'')`` at each of ``betas`` (rows), in one read; with
+        ``higher``, the third and fourth derivatives too (five columns).
+        ``precision="float32"``: float32 exponentials (to steer, never to
+        decide). ``second_moment=False``: the third column is the mean of
+        ``E_p[-d]`` (a bound of the window's spread) instead of ``F''``."""
+        betas = [float(b) for b in betas]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return fold(
+                add, self.derivatives_parts(betas, precision, second_moment, higher)
+            )
+
+    def slopes(
+        self,
+        temperatures,
+        *,
+        moments: bool = True,
+        facts: bool = True,
+        higher: bool = False,
+        span: bool = False,
+    ) -> Slopes:
+        """``F``, ``F'`` and ``F''`` at ``beta = 1/T`` for each of ``temperatures``,
+        in float64, with a proven bound on the error of ``F'``; one read.
+
+        ``F`` is :func:`nll_many`'s formula, blocks and summation order (exponents
+        clamped at -700 as there), bit for bit but at the second point of a pair
+        (see the Notes). With ``moments=False`` only ``F`` and the exact facts are
+        computed (about half the work); ``F'`` and ``F''`` are
+        then NaN and their bound infinite. With ``facts=False`` the exact facts
+        are not computed (both reported False): reads inside the range need none.
+        With ``higher`` (and ``moments``), the steps use the third and fourth
+        derivatives too
+        (:func:`~skts._numerics._steps.model_step`; no pair is formed then).
+
+        Notes
+        -----
+        Per row, with ``d_j = z_j - m <= 0``, ``p = softmax(beta d)``,
+        ``M1 = E_p[-d]``, ``M2 = E_p[d**2]`` and the gap ``g = m - z_y``, the
+        slope is ``g - M1``. Each exponential carries at most 4 ulp of its own
+        (the kernel's polynomial, ``skts/_kernel.h``: below 3.2u; at the second
+        of two points within 1e-9 relative of each other, read as a pair, the
+        first's exponential times the quadratic Taylor polynomial in ``(beta_2 -
+        beta_1) d``: two more roundings, below 5.2u) and
+        ``3 u beta |d_j|`` from the roundings of ``d_j``, ``beta = 1/T`` and
+        ``x_j = beta d_j``; ``log S`` stays within 5u; the sums of the ``K``
+        same-signed terms add ``K u``.
+        Hence ``|computed - exact| <= u (2 g + (2K + 12) M1 + 4 beta (M2 + M1**2))``
+        per row (first order; doubled below), plus ``K T (1.4e-301 + 1e-304
+        E_p[-x])`` for exponents clamped at -700 (the kernel's exponential is
+        exact in its scaling only for normal results), plus the weighted
+        accumulation: at most one relative rounding per row of a block and one
+        per block, as in :func:`~skts._numerics._blocks.error_bound`.
+        """
+        temperatures = [float(t) for t in temperatures]
+        n_samples, n_classes = self.n_samples, self.n_classes
+        unit = EPS / 2.0
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            totals, (all_top, all_bottom, varies, widest) = fold(
+                combine_slopes,
+                self.slopes_parts(temperatures, moments, facts, higher, span),
+            )
+            # The weighted sums add at most one relative rounding per row of a
+            # block and one per block to the sum of |row slope|.
+            per_block = rows_per_block(n_classes)
+            n_blocks = 1 + n_samples // per_block
+            accumulate = (min(per_block, n_samples) + n_blocks + 4) * unit
+            bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
+            values = totals[:, :3].copy()
+            ts = np.asarray(temperatures)
+            # The Newton step F'/F'' in beta, in an order that does not overflow
+            # where F'' alone does (T near 1e200): (F' / T) / T / mean(var x).
+            steps = values[:, 1] / ts / ts / values[:, 2]
+            values[:, 2] *= ts * ts
+        steps = np.where(np.isfinite(steps) & (totals[:, 2] > 0), steps, np.inf)
+        orders = np.full(len(temperatures), 2)
+        if higher and moments:
+            for i in range(len(temperatures)):
+                h = model_step(*(float(v) for v in (*values[i, 1:3], *totals[i, 5:7])))
+                if np.isfinite(h) and np.isfinite(steps[i]):
+                    steps[i], orders[i] = -h, 4
+        return Slopes(
+            values,
+            bound,
+            all_top and varies,
+            all_bottom and varies,
+            steps,
+            orders,
+            float(widest) if span else math.inf,
+            float(totals[0, 5])
+            if higher and moments and len(temperatures)
+            else math.nan,
+        )
+
+    def window(
+        self,
+        temperatures,
+        *,
+        exact=None,
+        spread: float | None = None,
+        deriv_at: int | None = None,
+    ) -> Window:
+        """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
+
+        One read of the data. The exponentials run in float32 (16 per vector
+        instruction), their row sums and everything per row in float64. Returns
+        ``(estimate, bound)`` with ``|estimate - L| <= bound`` for the exact loss
+        ``L``. The float64 reference values (``nll_many``, bit for
+        bit) at the temperatures ``exact`` come from the same read, as a third
+        array. With ``deriv_at`` (an index into ``temperatures``), the same read
+        also gives ``(F', F'')`` in ``beta`` there (float32 exponentials, as
+        :func:`derivatives` with ``"float32"``), else ``None``.
+
+        Notes
+        -----
+        Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
+        ``S`` has a relative error of at most ``u * (8 + 24 + r + log2 K + 3
+        E_p|u|)`` (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
+        polynomial: below 4.4u), the row sum (below ``log2 K`` float32 units for
+        any ``K`` below 2**29 in float64, plus ``r = 7`` above 32 classes, whose
+        rows add float32 runs of at most 8 positive terms per lane first), and
+        the roundings of ``d``, ``beta``
+        and their product, each amplified by ``|u_j|`` through the exponential.
+        ``log S``, in float64, adds far less than the 4 ulp counted. Exponents
+        are clamped at -87 (float32 results stay normal): 1.7e-38 per class at
+        most, inside the ``4e-38 K`` added per block. The
+        bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
+        measured at the smallest ``beta`` of the call and used for all; a caller
+        that knows an upper bound ``spread`` of its weighted mean at a smaller
+        ``beta`` may pass it instead (the bound is linear in it), which saves a
+        sweep.
+        """
+        temperatures = np.asarray(temperatures, dtype=np.float64)
+        exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            est, err, refs, gh = fold(
+                combine_window,
+                self.window_parts(temperatures, exact_t, spread, deriv_at),
+            )
+            ref = fold(add, refs) if refs else np.zeros(exact_t.shape[0])
+        # float64 roundings of the per-row terms and of the accumulation.
+        c64 = error64_factor(self.n_samples, self.n_classes)
+        err = err + c64 * (np.abs(est) + 1.0)
+        slope = None if deriv_at is None else (float(gh[0]), float(gh[1]))
+        return Window(est, err, ref, slope)
+
+    def exact(self, temperatures):
+        """``L(T)`` at each of ``temperatures`` to about 50 significant
+        digits, and ``rel``, a proven bound on their relative error (see
+        :func:`~skts._numerics._exact.exact_values`)."""
+        temperatures = [float(t) for t in temperatures]
+        totals, weight_sum = fold(combine_exact, self.exact_parts(temperatures))
+        return exact_values(
+            totals, weight_sum, self.n_samples, self.n_classes, self.n_parts
+        )
+
+    def flat(self) -> bool:
+        """Whether every row of positive weight has all-equal logits.
+
+        Then each row's loss is ``log(n_classes)`` for every ``T``, exactly:
+        the rule gives the smallest candidate without any floating-point
+        comparison. Stops at the first block with a non-constant row.
+        """
+        logits, w = self.logits, self.sample_weight
+        if _readable(logits):
+            return not kernel.varies(logits, w)
+        for rows in blocks(self.n_samples, self.n_classes):
+            block = logits[rows]
+            varies = block.max(axis=1) != block.min(axis=1)
+            if w is not None:
+                varies &= w[rows] > 0
+            if np.any(varies):
+                return False
+        return True
+
+    def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
+        """The rows ``rows`` (a small subsample) as in-memory arrays."""
+        w = self.sample_weight
+        return (
+            # A copy: the rows may be a reader's scratch block (Widened).
+            np.array(self.logits[rows], order="C"),
+            np.asarray(self.y[rows]),
+            None if w is None else np.asarray(w[rows]),
+        )
+
+    def readable(self) -> bool:
+        """Whether the kernel reads these rows in place (then the warm start
+        reads them directly: :meth:`moments`)."""
+        return _readable(self.logits)
+
+    def view(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None] | None:
+        """The rows ``rows`` without a copy when the kernel reads them in
+        place (a view of every k-th row), else None."""
+        z = self.logits[rows]
+        if not _readable(z):
+            return None
+        w = self.sample_weight
+        return z, self.y[rows], None if w is None else w[rows]
+
+    def moments(
+        self, beta: float, *, facts: bool = False, higher: bool = False
+    ) -> tuple[list[float], tuple[bool, bool] | None]:
+        """The warm start's steering read at one ``beta`` (float32
+        exponentials): ``[F, F', F'', mean g**2]`` (and ``F'''``, ``F''''``
+        with ``higher``), and with ``facts`` whether every label has its
+        row's largest / smallest logit. In-memory rows only."""
+        sums, found = self._pass(
+            kernel.derivatives,
+            [beta],
+            [1.0 / beta],
+            single=True,
+            facts=facts,
+            higher=higher,
+        )
+        values = [float(v) for v in fold(add, sums[:, 0, :])]
+        if found is None:
+            return values, None
+        return values, (bool(np.all(found[:, 0])), bool(np.all(found[:, 1])))
+
+    # -- the per-block sums of each read (what backends override) ------------
+
+    def nll_parts(self, temperatures: NDArray):
+        """:meth:`nll`'s per-block sums (rows of shape ``(n_temperatures,)``)."""
+        sums, _ = self._pass(kernel.nll, 1.0 / temperatures, temperatures)
+        return sums[:, :, 0]
+
+    def derivatives_parts(self, betas, precision, second_moment, higher=False):
+        """:meth:`derivatives`' per-block sums (rows of shape ``(n_betas, 3)``,
+        ``(n_betas, 5)`` with ``higher``)."""
+        betas = np.asarray(betas, dtype=np.float64)
+        sums, _ = self._pass(
+            kernel.derivatives,
+            betas,
+            1.0 / betas,
+            single=precision == "float32",
+            second=second_moment,
+            higher=higher,
+        )
+        return sums[:, :, [0, 1, 2, 4, 5]] if higher else sums[:, :, :3]
+
+    def slopes_parts(self, temperatures, moments, facts, higher=False, span=False):
+        """:meth:`slopes`' per-block ``(sums, (top, bottom, varies, span))``
+        (``span``: the block's largest row range if asked for, else inf)."""
+        ts = np.asarray(temperatures, dtype=np.float64)
+        order, pair = np.arange(ts.shape[0]), False
+        betas = 1.0 / ts
+        for i in range(ts.shape[0] - 1 if moments and not higher else 0):
+            if abs(betas[i + 1] - betas[i]) <= 1e-9 * betas[i]:
+                # Two points that close (a straddle) share their exponentials:
+                # the kernel reads them first, as a pair.
+                rest = [q for q in range(ts.shape[0]) if q not in (i, i + 1)]
+                order, pair = np.array([i, i + 1, *rest]), True
+                break
+        n_blocks = -(-self.n_samples // rows_per_block(self.n_classes))
+        spans = np.full(n_blocks, np.inf)
+        sums, found = self._pass(
+            kernel.slopes,
+            betas[order] if pair else betas,
+            ts[order] if pair else ts,
+            moments=moments,
+            facts=facts,
+            pair=pair,
+            higher=higher and moments,
+            **({"span_out": spans} if span else {}),
+        )
+        if pair:
+            sums[:, order] = sums.copy()  # (back in the order asked)
+        if not moments:
+            sums[:, :, 1:3] = np.nan
+            sums[:, :, 3:] = np.inf
+        if found is None:
+            found = np.zeros((sums.shape[0], 3), dtype=bool)
+        found = found.astype(bool)
+        return Stacked(
+            lambda i: (
+                sums[i],
+                (
+                    bool(found[i, 0]),
+                    bool(found[i, 1]),
+                    bool(found[i, 2]),
+                    float(spans[i]),
+                ),
+            ),
+            lambda: (
+                in_order(sums),
+                (
+                    bool(found[:, 0].all()),
+                    bool(found[:, 1].all()),
+                    bool(found[:, 2].any()),
+                    float(spans.max()),
+                ),
+            ),
+            sums.shape[0],
+        )
+
+    def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
+        """:meth:`window`'s per-block ``(est, err, [float64 values], (F',
+        F''))``."""
+        order = np.argsort(-temperatures, kind="stable")  # ascending beta: the
+        ts = temperatures[order]  # reference comes first
+        measure = spread is None or self.n_classes == 2  # (binary: its own)
+        sums, _ = self._pass(
+            kernel.window,
+            1.0 / ts,
+            ts,
+            first_spread=0 if measure else -1,
+            spread=0.0 if measure else float(spread),
+            deriv_at=-1
+            if deriv_at is None
+            else int(np.flatnonzero(order == deriv_at)[0]),
+        )
+        est = np.empty(sums.shape[:2])
+        err = np.empty(sums.shape[:2])
+        est[:, order], err[:, order] = sums[:, :, 0], sums[:, :, 1]
+        # (zeros without deriv_at)
+        gh = sums[:, :, 2:].sum(axis=1)
+        # The float64 values (nll's, bit for bit: the same blocks and kernel).
+        refs = self.nll_parts(exact_t) if exact_t.size else None
+        assert refs is None or refs.shape[0] == est.shape[0]  # the same blocks
+        return Stacked(
+            lambda i: (est[i], err[i], [] if refs is None else [refs[i]], gh[i]),
+            lambda: (
+                in_order(est),
+                in_order(err),
+                [] if refs is None else [in_order(refs)],
+                in_order(gh),
+            ),
+            est.shape[0],
+        )
+
+    def exact_parts(self, temperatures):
+        """:meth:`exact`'s weighted sums over the rows and their weight."""
+        return exact_part(
+            self.logits, self.y, self.sample_weight, self.total, temperatures
+        )
+
+    # -- the kernel ----------------------------------------------------------
+
+    def _pass(self, entry, betas, temperatures, **options):
+        """One compiled read (``entry``: one of the kernel's entry points):
+        per-block sums, one row per block, and the facts if asked.
+
+        Arrays the kernel cannot read in place (float16 blocks widened on the
+        fly, strided views) are handed to it block by block, each block a
+        contiguous float32 or float64 copy: the same blocks, hence the same
+        bits.
+        """
+        logits, y, w, total = self.logits, self.y, self.sample_weight, self.total
+        n_samples, n_classes = self.n_samples, self.n_classes
+        if _readable(logits):
+            threads = kernel_threads(self.n_jobs, n_samples * n_classes)
+            maxima = self._maxima
+            if maxima is not None:
+                options.update(maxima.options())
+            out = entry(
+                logits, y, w, float(total), betas, temperatures,
+                n_threads=threads, **options,
+            )  # fmt: skip
+            if maxima is not None:
+                maxima.read()
+            return out if isinstance(out, tuple) else (out, None)
+
+        spans = options.pop("span_out", None)
+
+        def block(rows: slice):
+            z = logits[rows]
+            if z.dtype != np.float64:
+                z = np.ascontiguousarray(z, dtype=np.float32)
+            # (each block's own span_out, gathered below like its sums)
+            own = None
+            if spans is not None:
+                own = np.full(-(-z.shape[0] // rows_per_block(n_classes)), np.inf)
+            out = entry(
+                np.ascontiguousarray(z),
+                y[rows],
+                None if w is None else w[rows],
+                float(total),
+                betas,
+                temperatures,
+                **options,
+                **({} if own is None else {"span_out": own}),
+            )
+            sums, found = out if isinstance(out, tuple) else (out, None)
+            return sums, found, own
+
+        parts = map_blocks(block, n_samples, n_classes, self.n_jobs)
+        sums = np.concatenate([p[0] for p in parts])
+        found = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
+        if spans is not None:
+            spans[:] = np.concatenate([p[2] for p in parts])
+        return sums, found
+
+
+# -- the reads on plain arrays -------------------------------------------------
+
+
+def nll_many(
+    logits: NDArray,
+    y: NDArray,
+    temperatures,
+    sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
+) -> NDArray[np.float64]:
+    """Validation loss ``L(T)`` at each of ``temperatures``, in one read of the data.
+
+    The value for one temperature does not depend on which other temperatures
+    are evaluated with it, nor on ``n_jobs``:
+    ``nll_many(z, y, [a, b])[0] == nll(z, y, a)`` bit for bit. This float64
+    routine is the reference of every decision in skts ("brute force" is this
+    routine at every candidate).
+    """
+    return Rows(logits, y, sample_weight, n_jobs).nll(temperatures)
+
+
+def nll(
+    logits: NDArray,
+    y: NDArray,
+    temperature: float,
+    sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
+) -> float:
+    """Validation loss ``L(T)`` (mean negative log-likelihood) at one temperature."""
+    return float(nll_many(logits, y, [temperature], sample_weight, n_jobs=n_jobs)[0])
+
+
+def derivatives(
+    logits: NDArray,
+    y: NDArray,
+    beta: float,
+    sample_weight: NDArray | None = None,
+    *,
+    n_jobs: int | None = None,
+    precision: str = "float64",
+) -> tuple[float, float, float]:
+    """``F(beta)``, ``F'(beta)`` and ``F''(beta)`` with ``F(beta) = L(1/beta)``.
+
+    ``F'`` is the mean of ``E_p[z] - z_y`` and ``F''`` the mean variance of ``z``
+    under ``p = softmax(beta z)``, which is why ``F`` is convex in ``beta``.
+    ``precision="float32"`` does the per-element arithmetic in float32 (about
+    7 times cheaper exponentials, relative error ~1e-6) and accumulates in
+    float64: good enough to steer a search, never used to decide one.
+    """
+    rows = Rows(logits, y, sample_weight, n_jobs)
+    f, g, h = rows.derivatives([beta], precision)[0]
+    return float(f), float(g), float(h)

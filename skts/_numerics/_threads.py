@@ -1,0 +1,155 @@
+"""Threads: ``n_jobs`` -> the threads of a pass.
+
+The CPUs this process may use are counted as scikit-learn's
+``_openmp_effective_n_threads`` counts them: ``joblib.cpu_count()`` (the
+affinity mask and the cgroup CPU quota of a container), capped by OpenMP's
+``omp_get_max_threads()``, which ``OMP_NUM_THREADS`` sets and
+``threadpoolctl.threadpool_limits`` lowers (the kernel's OpenMP runtime is
+the one threadpoolctl sees); with ``OMP_NUM_THREADS`` set, that value alone.
+``n_jobs=None`` then uses them where threads pay, ``-1`` all of them, ``-k``
+all but ``k - 1``, ``k`` exactly ``k``. Threads never change a bit: every
+block's sums are added in block order.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from skts._numerics._blocks import blocks
+from skts._numerics._compiled import kernel
+
+__all__ = ["cpu_count", "kernel_threads", "map_blocks", "python_threads"]
+
+_CPUS: dict[str, int] = {}
+
+
+def _usable_cpus() -> int:
+    """CPUs the process may use (affinity, cgroup quota), looked up once."""
+    if "usable" not in _CPUS:
+        from joblib import cpu_count as joblib_cpu_count
+
+        _CPUS["usable"] = max(1, int(joblib_cpu_count(only_physical_cores=False)))
+    return _CPUS["usable"]
+
+
+def cpu_count() -> int:
+    """The threads a pass may use at most (see the module header)."""
+    openmp = max(1, int(kernel.max_threads())) if kernel.openmp() else None
+    if os.environ.get("OMP_NUM_THREADS") and openmp is not None:
+        return openmp
+    usable = _usable_cpus()
+    return usable if openmp is None else min(usable, openmp)
+
+
+def _resolve(n_jobs: int | None, cores: int) -> int:
+    if n_jobs is None:
+        return cores
+    if n_jobs < 0:
+        return max(1, cores + 1 + n_jobs)
+    return max(1, int(n_jobs))
+
+
+def python_threads(n_jobs: int | None, n_elements: int, n_classes: int) -> int:
+    """Python threads over blocks (arrays the kernel reads a block at a
+    time: half precision widened, strided views).
+
+    ``None`` uses every CPU where it pays (measured: wide rows, at least 64
+    classes, and at least 2**22 logits; with few classes the per-block work is
+    too short for threads to win).
+    """
+    if n_elements < 1 << 18:
+        return 1
+    cores = cpu_count()
+    if n_jobs is None:
+        return cores if n_classes >= 64 and n_elements >= 1 << 22 else 1
+    return _resolve(n_jobs, cores)
+
+
+def map_blocks(
+    fn: Callable[[slice], object],
+    n_samples: int,
+    n_classes: int,
+    n_jobs: int | None,
+    factor: int = 1,
+) -> list:
+    """``fn`` over the row blocks, results in block order.
+
+    The kernel releases the GIL, so threads over blocks use several cores
+    (inputs it reads block by block); callers reduce the results in block
+    order, so the answer does not depend on the number of threads.
+    """
+    slices = list(blocks(n_samples, n_classes, factor))
+    threads = min(python_threads(n_jobs, n_samples * n_classes, n_classes), len(slices))
+    if threads <= 1:
+        return [fn(rows) for rows in slices]
+    # Contiguous groups of blocks per task keep the per-task overhead small.
+    groups = [slices[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(lambda g: [fn(rows) for rows in g], groups))
+    out: list = [None] * len(slices)
+    for i, part in enumerate(parts):
+        out[i::threads] = part
+    return out
+
+
+_LOAD = {"at": -math.inf, "others": 0}
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def others_running() -> int:
+    """Threads of other processes running or waiting for a core now: the
+    kernel's count of runnable threads (``/proc/loadavg``) less this
+    process's own (``/proc/self/task``: the calling thread, and any other
+    library's workers still spinning after their work, such as BLAS's or
+    PyTorch's), looked up at most every 0.1 s (the passes of one fit agree);
+    0 without ``/proc``."""
+    now = time.monotonic()
+    if now - _LOAD["at"] >= 0.1:
+        try:
+            running = int(_read("/proc/loadavg").split()[3].split(b"/")[0])
+            own = 0
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    stat = _read(f"/proc/self/task/{tid}/stat")
+                except OSError:  # (a thread that has just ended)
+                    continue
+                own += stat[stat.rindex(b")") + 2 :][:1] == b"R"
+            others = max(0, running - max(own, 1))
+        except (OSError, ValueError, IndexError):  # (no /proc: Windows, macOS)
+            others = 0
+        _LOAD.update(at=now, others=others)
+    return int(_LOAD["others"])
+
+
+def kernel_threads(n_jobs: int | None, n_elements: int) -> int:
+    """Threads of a compiled pass.
+
+    ``None`` uses every CPU from 2**18 logits on; below, a pass takes about a
+    millisecond, and threads cost more than they save. On a busy machine the
+    blocks are shared out dynamically and idle workers sleep at once (see
+    ``GOMP_SPINCOUNT`` in :mod:`skts._numerics._compiled`), so a thread the
+    scheduler sets aside delays a long pass by a block; but a pass of under
+    2**20 logits (a fraction of a millisecond on two cores) waits for its
+    last worker to be scheduled at all, often longer than the pass: there
+    only the CPUs that other processes leave idle are used
+    (:func:`others_running`).
+    """
+    cores = cpu_count()
+    if n_jobs is None:
+        if n_elements < 1 << 18:
+            return 1
+        if n_elements < 1 << 20:
+            return max(1, min(cores, cores - others_running()))
+        return cores
+    return _resolve(n_jobs, cores)

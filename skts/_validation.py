@@ -1,0 +1,384 @@
+"""Every input check and its message, once: candidate temperatures, logits
+(host arrays, tensors, half precision, arrays on a device), labels, sample
+weights, and the same checks on one Dask chunk (positions global).
+
+Messages are one line, name the argument, and quote the first offending
+value with its position. The estimators, the metrics, the displays and the
+command line all call these.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from numbers import Real
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import check_array, column_or_1d
+
+from skts import _array_api
+from skts._array_api import (
+    Widened,
+    host_logits,
+    is_foreign,
+    namespace,
+    on_host,
+    to_numpy,
+)
+from skts._numerics import F32_BLOCKS, blocks, default_temperatures
+
+__all__ = [
+    "check_chunk",
+    "check_class_indices",
+    "check_dask_logits",
+    "check_device_logits",
+    "check_groups",
+    "check_logits",
+    "check_shape",
+    "check_temperatures",
+    "check_weights",
+    "check_widened",
+    "check_xp_logits",
+    "device_namespace",
+    "host_labels",
+    "is_dask_array",
+]
+
+
+def device_namespace(logits):
+    """The array-API namespace whose device the passes run on, or None.
+
+    Under ``array_api_dispatch``, arrays in host memory are read through a
+    zero-copy NumPy view by the NumPy passes (fastest, same bits); arrays on
+    another device run :class:`skts._array_api.XpRows` there.
+    """
+    xp, _ = namespace(logits)
+    if xp is None or (on_host(logits) and not _array_api.FORCE_DEVICE_PASSES):
+        return None
+    return xp
+
+
+def host_labels(values, xp):
+    """Labels or weights as a NumPy array (they are O(n): a small copy)."""
+    if values is None or not is_foreign(values):
+        return values
+    if xp is None or on_host(values):
+        return host_logits(values, "labels")
+    return to_numpy(values, xp)
+
+
+def check_device_logits(logits, xp, name: str = "logits"):
+    """Checked logits on their device; binary ``(n,)``/``(n, 1)`` become
+    ``(0, d)``."""
+    if logits.ndim == 1:
+        logits = xp.reshape(logits, (-1, 1))
+    if logits.ndim == 2 and logits.shape[1] == 1:
+        logits = xp.concat([xp.zeros_like(logits), logits], axis=1)
+    logits = check_xp_logits(logits, xp, name)
+    return logits
+
+
+def is_dask_array(x) -> bool:
+    # Without importing dask: a Dask array can only exist once it is imported.
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(x, module.Array)
+
+
+def check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
+    """Validated candidate temperatures (a 1-D float64 array, as given)."""
+    if temperatures is None:
+        return default_temperatures()
+    try:
+        arr = np.asarray(temperatures, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"temperatures must be numbers; got {temperatures!r}."
+        ) from None
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(
+            "temperatures must be a non-empty 1-D array of candidates; got shape "
+            f"{arr.shape!r}."
+        )
+    bad = ~(np.isfinite(arr) & (arr > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"temperatures must be finite and > 0; got {float(arr[i])!r} at "
+            f"position {i}."
+        )
+    return arr
+
+
+def check_logits(
+    logits,
+    name: str = "logits",
+    *,
+    warn_probabilities: bool = False,
+    stacklevel: int = 4,
+) -> NDArray:
+    """2-D float32/float64 array of finite logits with >= 2 columns.
+
+    Tensors and other host arrays are read through a zero-copy view;
+    float16/bfloat16 become :class:`~skts._array_api.Widened` (read as
+    float32 block by block). Binary logits of shape ``(n,)`` or ``(n, 1)``
+    are the logit of class 1: they become ``(0, d)``. With
+    ``warn_probabilities``, probabilities passed as logits get a warning.
+    """
+    if is_foreign(logits):
+        logits = host_logits(logits, name)
+    elif isinstance(logits, np.ndarray) and logits.dtype.name in (
+        "float16",
+        "bfloat16",
+    ):
+        logits = Widened(logits)
+    if isinstance(logits, Widened):
+        if len(logits.shape) == 2 and logits.shape[1] != 1:
+            logits = check_widened(logits, name)
+            if warn_probabilities and _look_like_probabilities(logits):
+                _warn_probabilities(name, stacklevel)
+            return logits
+        logits = np.array(logits[:], dtype=np.float32)  # binary: n values
+    if hasattr(logits, "ndim") or isinstance(logits, (list, tuple)):
+        ndim = np.ndim(logits)
+        if ndim not in (1, 2):
+            raise ValueError(
+                f"{name} must be 2-D of shape (n_samples, n_classes), or 1-D "
+                f"binary logits; got {ndim}-D input of shape {np.shape(logits)!r}."
+            )
+        binary = ndim == 1 or np.shape(logits)[1] == 1
+    else:
+        binary = False
+    arr = check_array(
+        logits,
+        dtype=[np.float64, np.float32],
+        input_name=name,
+        ensure_min_samples=0,
+        ensure_min_features=0,
+        ensure_2d=False,
+    )
+    if binary:
+        d = arr.reshape(-1)
+        arr = np.column_stack([np.zeros_like(d), d])
+    check_shape(arr.shape, name)
+    if warn_probabilities and not binary and _look_like_probabilities(arr):
+        _warn_probabilities(name, stacklevel)
+    return arr
+
+
+def _warn_probabilities(name: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"{name} look like probabilities (every entry in [0, 1] and every "
+        "row sums to 1), not logits: pass log-probabilities (np.log(p)) "
+        "or the model's raw logits.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _look_like_probabilities(arr: NDArray) -> bool:
+    """Every entry in [0, 1] and every row summing to 1 (to 1e-3; 1e-2 in
+    half precision). Real logits fail on their first block: the whole input
+    is read only for data that pass it."""
+    tol = 1e-2 if isinstance(arr, Widened) else 1e-3
+    for rows in blocks(*arr.shape):
+        block = arr[rows]
+        if not (block.min() >= 0.0 and block.max() <= 1.0):
+            return False
+        if not np.all(np.abs(block.sum(axis=1, dtype=np.float64) - 1.0) <= tol):
+            return False
+    return True
+
+
+def check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:
+    """Integer class indices in ``0..n_classes-1``, one per logit row."""
+    y = column_or_1d(y, warn=True)
+    if y.shape[0] != shape[0]:
+        raise ValueError(
+            f"logits has {shape[0]} rows but {name} has {y.shape[0]} labels."
+        )
+    if y.dtype.kind not in "iubf":
+        raise ValueError(
+            f"{name} must contain integer class indices; got dtype {y.dtype}."
+        )
+    if y.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(y) | (y != np.round(y))
+        if fractional.any():
+            i = int(np.flatnonzero(fractional)[0])
+            raise ValueError(
+                f"{name} must contain integer class indices; got {y[i].item()!r} "
+                f"at position {i}."
+            )
+    # Checked before any cast: 1e20 must be reported as 1e20.
+    bad = (y < 0) | (y >= shape[1])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must contain class indices in [0, {shape[1]}); got "
+            f"{y[i].item()!r} at position {i}."
+        )
+    return y.astype(np.intp, copy=False)
+
+
+def check_weights(sample_weight, n_samples: int) -> NDArray | None:
+    """Non-negative finite float64 weights with a positive sum, or None."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, Real):
+        sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
+    sample_weight = check_array(
+        sample_weight,
+        ensure_2d=False,
+        dtype=np.float64,
+        input_name="sample_weight",
+        ensure_min_samples=0,
+    )
+    if sample_weight.shape != (n_samples,):
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},); got {sample_weight.shape}."
+        )
+    negative = sample_weight < 0
+    if negative.any():
+        i = int(np.flatnonzero(negative)[0])
+        raise ValueError(
+            f"sample_weight must be non-negative; got {float(sample_weight[i])!r} "
+            f"at position {i}."
+        )
+    if not np.any(sample_weight > 0):  # (a sum could overflow)
+        raise ValueError("sample_weight must have a positive sum; got all zeros.")
+    return sample_weight
+
+
+def check_shape(shape: tuple, name: str) -> None:
+    """Logits are 2-D with at least one row and two columns (one per class)."""
+    shape = tuple(int(s) if s == s else s for s in shape)  # (NaN: unknown)
+    if len(shape) != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got "
+            f"{len(shape)}-D input of shape {shape!r}."
+        )
+    if shape[0] == 0:
+        raise ValueError(f"{name} is empty: need at least 1 row, got shape {shape}.")
+    if shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 columns (one per class); got shape {shape}."
+        )
+
+
+def check_widened(z: Widened, name: str) -> Widened:
+    """Shape and finiteness of half-precision logits, one block at a time."""
+    check_shape(z.shape, name)
+    for rows in blocks(*z.shape, F32_BLOCKS):
+        block = z[rows]
+        bad = ~np.isfinite(block)
+        if bad.any():
+            i, j = np.unravel_index(int(np.argmax(bad)), block.shape)
+            raise ValueError(
+                f"{name} must be finite; got {float(block[i, j])!r} at row "
+                f"{rows.start + int(i)}, column {int(j)}."
+            )
+    return z
+
+
+def check_xp_logits(z, xp, name: str):
+    """Shape and finiteness of logits on their device (one reduction); a
+    tensor that requires grad is detached (calibration is not differentiated)."""
+    if type(z).__module__.split(".")[0] == "torch":
+        z = z.detach()
+    check_shape(z.shape, name)
+    if not xp.isdtype(z.dtype, "real floating"):
+        raise ValueError(f"{name} must hold floating-point logits; got {z.dtype}.")
+    finite = xp.isfinite(z)
+    if not bool(xp.all(finite)):
+        flat = xp.reshape(xp.astype(~finite, xp.int8), (-1,))
+        k = int(xp.argmax(flat))
+        i, j = divmod(k, z.shape[1])
+        value = float(xp.reshape(z, (-1,))[k])
+        raise ValueError(
+            f"{name} must be finite; got {value!r} at row {i}, column {j}."
+        )
+    return z
+
+
+def check_chunk(z, y, w, offset: int, n_classes: int) -> str | None:
+    """The first problem of one Dask piece's logits, labels and weights, as
+    the message the in-memory checks give (positions global: ``offset`` is
+    the piece's first row), or None."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        # One sum is finite only if every value is (scikit-learn's fast
+        # check); an overflowed sum just takes the slow look.
+        suspicious = not np.isfinite(np.sum(z))
+    bad = ~np.isfinite(z) if suspicious else None
+    if bad is not None and bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        value = z[i, j].item()
+        return f"logits must be finite; got {value!r} at row {offset + i}."
+    if y.dtype.kind not in "iubf":
+        return f"y must contain integer class indices; got dtype {y.dtype}."
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(y) | (y != np.round(y)) if y.dtype.kind == "f" else None
+    if bad is not None and bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        return (
+            f"y must contain integer class indices; got {y[i].item()!r} at "
+            f"position {offset + i}."
+        )
+    outside = (y < 0) | (y >= n_classes)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        return (
+            f"y must contain class indices in [0, {n_classes}); got "
+            f"{y[i].item()!r} at position {offset + i}."
+        )
+    if w is not None:
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return (
+                f"sample_weight must be finite and non-negative; got "
+                f"{w[i].item()!r} at position {offset + i}."
+            )
+    return None
+
+
+def check_groups(groups, n_samples: int, name: str = "groups") -> NDArray:
+    """One group label per row, as a 1-D array."""
+    groups = column_or_1d(np.asarray(groups), warn=True)
+    if groups.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} must have one label per sample ({n_samples}); got "
+            f"{groups.shape[0]}."
+        )
+    if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
+        raise ValueError(f"{name} must not contain NaN or infinity.")
+    return groups
+
+
+def check_dask_logits(logits, name: str = "logits"):
+    """A Dask array of logits, 2-D, of numbers, with known row chunks, as
+    float32 or float64 with every column in one chunk (rechunked, with a
+    warning, when the columns are split)."""
+    if logits.ndim != 2:
+        check_shape(logits.shape, name)
+    if logits.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must hold numbers; got dtype {logits.dtype}.")
+    if any(c != c for c in logits.chunks[0]):  # (NaN: unknown sizes)
+        raise ValueError(
+            f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first."
+        )
+    check_shape(logits.shape, name)
+    if logits.dtype not in (np.float32, np.float64):
+        logits = logits.astype(np.float64)
+    if len(logits.chunks[1]) > 1:
+        warnings.warn(
+            f"{name} is split into {len(logits.chunks[1])} column chunks; each "
+            f"pass needs whole rows, so it was rechunked to one column chunk "
+            f"(rechunk({{1: -1}}) beforehand to choose the row chunks yourself).",
+            UserWarning,
+            stacklevel=4,
+        )
+        logits = logits.rechunk({1: -1})
+    return logits

@@ -1,0 +1,180 @@
+"""Writing outputs: refuse to clobber, never half-write."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from skts._numerics import rows_per_block
+from skts.cli._common import STDOUT, CLIError
+from skts.cli._progress import _NoBar
+
+
+def _check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], force: bool):
+    given = [o for o in outputs if o is not None]
+    if len(set(map(os.path.realpath, given))) != len(given):
+        raise CLIError("the output files must be distinct")
+    resolved_inputs = {os.path.realpath(i) for i in inputs}
+    for out in given:
+        if os.path.realpath(out) in resolved_inputs:
+            raise CLIError(f"refusing to overwrite the input file {out!r}")
+        if os.path.exists(out) and not force:
+            raise CLIError(f"output file {out!r} exists; pass --force to overwrite it")
+        folder = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(folder):
+            raise CLIError(f"cannot write {out!r}: folder {folder!r} does not exist")
+
+
+# Temporary outputs are hidden files named after the writing process, so that
+# a later run can tell (and remove) those of a process that was killed.
+_TEMP_PATTERN = re.compile(r"\.skts-(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours
+        return True
+    return True
+
+
+def _remove_stale_temporaries(folder: str) -> None:
+    """Remove ``.skts-<pid>-*`` files of processes that no longer run (left by
+    a SIGKILL, which no program can clean up after)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            found = _TEMP_PATTERN.match(entry.name)
+            if found and int(found.group(1)) != os.getpid():
+                if not _alive(int(found.group(1))):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
+
+def _publish(tmp: str, path: str, force: bool) -> None:
+    """Move a finished temporary file to ``path``. Without ``force`` the last
+    step is no-clobber (a hard link fails if ``path`` appeared meanwhile, say
+    from a concurrent run), so nothing is silently replaced."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; outputs get the usual mode
+    if force:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise CLIError(
+            f"output file {path!r} appeared while writing (another run?); pass "
+            "--force to overwrite it"
+        ) from None
+    except OSError:  # no hard links on this file system: check, then rename
+        if os.path.exists(path):
+            raise CLIError(
+                f"output file {path!r} appeared while writing (another run?); "
+                "pass --force to overwrite it"
+            ) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _atomic_outputs(paths: Sequence[str], force: bool = False) -> Iterator[list[str]]:
+    """Temporary files beside ``paths``, moved over them only if all succeed;
+    on any failure or signal, no output and no temporary file is left."""
+    temps: list[str] = []
+    published: list[str] = []
+    try:
+        for path in paths:
+            folder = os.path.dirname(os.path.abspath(path))
+            _remove_stale_temporaries(folder)
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".skts-{os.getpid()}-", suffix=Path(path).suffix, dir=folder
+            )
+            os.close(fd)
+            temps.append(tmp)
+        yield temps
+        for tmp, path in zip(temps, paths, strict=True):
+            _publish(tmp, path, force)
+            published.append(path)
+        temps = []
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if temps:  # failed part-way: take back what this run had published
+            for path in published:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+
+def _write_rows(
+    tmp: str,
+    out: str,
+    n_rows: int,
+    n_cols: int | None,
+    dtype,
+    rows_of: Callable,
+    step: int | None = None,
+    bar=None,
+):
+    """Write ``rows_of(slice)`` block by block (``step`` rows) as .npy or .csv."""
+    suffix = Path(out).suffix.lower()
+    if step is None:
+        step = rows_per_block(n_cols or 1)
+    bar = bar if bar is not None else _NoBar()
+    if out == STDOUT:  # CSV on stdout, block by block
+        fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.9g"
+        if np.dtype(dtype) == np.float64:
+            fmt = "%.17g"
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            np.savetxt(sys.stdout, rows_of(rows), fmt=fmt, delimiter=",")
+            bar.update(rows.stop - rows.start)
+        sys.stdout.flush()
+    elif suffix == ".npy":
+        # Plain writes after the header, not a memory map: the written pages
+        # of a map stay in the process's memory until the kernel flushes them.
+        shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
+        header = {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+            "fortran_order": False,
+            "shape": shape,
+        }
+        with open(tmp, "wb") as fh:
+            np.lib.format.write_array_header_2_0(fh, header)
+            for start in range(0, n_rows, step):
+                rows = slice(start, min(start + step, n_rows))
+                # (fh.write, not ndarray.tofile: with numpy 2.0, a SIGINT
+                # inside tofile surfaced as a TypeError, not an interrupt.)
+                fh.write(np.ascontiguousarray(rows_of(rows), dtype=dtype).data)
+                bar.update(rows.stop - rows.start)
+    elif suffix in (".csv", ".txt"):
+        fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.17g"
+        delimiter = "," if suffix == ".csv" else " "
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for start in range(0, n_rows, step):
+                rows = slice(start, min(start + step, n_rows))
+                np.savetxt(fh, rows_of(rows), fmt=fmt, delimiter=delimiter)
+                bar.update(rows.stop - rows.start)
+    else:
+        raise CLIError(
+            f"cannot write {out!r}: unknown extension {suffix!r} (use .npy or .csv)"
+        )
+
+
+def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:
+    if path is not None and Path(path).suffix.lower() not in allowed:
+        raise CLIError(
+            f"cannot write {path!r}: unknown extension {Path(path).suffix!r} "
+            f"(use {' or '.join(allowed)})"
+        )
