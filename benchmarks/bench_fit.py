@@ -501,7 +501,9 @@ def memory(names, peers):
         cells = []
         for m in methods:
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, m],
+                # (-S carried over: a run against another checkout on PYTHONPATH)
+                [sys.executable, *(["-S"] if sys.flags.no_site else []), __file__,
+                 "--child", name, m],  # fmt: skip
                 capture_output=True,
                 text=True,
                 check=False,

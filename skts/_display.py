@@ -236,6 +236,21 @@ class ReliabilityDisplay:
             label = f"{name} ({label})"
         # Each display on the same axes gets its own colour.
         color = kwargs.pop("color", None) or _next_color(ax)
+        low, xlabel = self._plot_diagram(ax, label, color, kind, show_gap, kwargs)
+        self.hist_ = None
+        if hist_ax is not None:
+            self._plot_histogram(hist_ax, name, color, low, xlabel)
+        else:
+            ax.set_xlabel(xlabel)
+        self.ax_ = ax
+        self.hist_ax_ = hist_ax
+        self.figure_ = ax.figure
+        return self
+
+    def _plot_diagram(self, ax, label, color, kind, show_gap, kwargs):
+        """The reliability diagram on ``ax``: accuracy per bin (bars or a
+        line), the gap to the mean confidence, the diagonal, the legend.
+        Returns the confidence axis' low end and its label."""
         full = self.counts > 0
         widths = np.diff(self.edges)
         lefts = self.edges[:-1]
@@ -300,55 +315,56 @@ class ReliabilityDisplay:
             borderaxespad=0.0,
             fontsize="small",
         )
-        self.hist_ = None
-        if hist_ax is not None:
-            share = self.counts / self.counts.sum()
-            if self.strategy == "quantile":
-                # Equal-mass bins hold equal shares by construction: a bar per
-                # bin would say nothing. Their edges say where the
-                # predictions are (close edges: many predictions).
-                per_bin = self.counts.sum() / max(int(np.sum(full)), 1)
-                self.hist_ = hist_ax.vlines(
-                    self.edges,
-                    0,
-                    1,
-                    color=color,
-                    linewidth=1,
-                    label=name,
-                )
-                hist_ax.set(ylim=(0, 1), yticks=[])
-                hist_label = "Bin edges"
-                hist_ax.set_title(
-                    f"{int(np.sum(full))} equal-mass bins of about {per_bin:.4g} "
-                    "samples",
-                    fontsize="small",
-                    loc="left",
-                )
-            else:
-                self.hist_ = hist_ax.bar(
-                    lefts,
-                    share,
-                    width=widths,
-                    align="edge",
-                    alpha=0.5,
-                    color=color,
-                    edgecolor="black",
-                    label=name,
-                )
-                hist_label = "Share of samples"
-            hist_ax.set(ylabel=hist_label, xlabel=xlabel, xlim=(low, 1))
-            _, names = hist_ax.get_legend_handles_labels()
-            if len([n for n in names if n]) > 1:
-                # On the side away from the mass of the predictions.
-                centre = np.average(lefts + widths / 2, weights=self.counts + 1e-12)
-                side = "upper left" if centre > (low + 1.0) / 2 else "upper right"
-                hist_ax.legend(fontsize="small", loc=side)
+        return low, xlabel
+
+    def _plot_histogram(self, hist_ax, name, color, low, xlabel):
+        """How many predictions each bin holds, on ``hist_ax`` (a diagram
+        alone hides it): the share per bin, or, for equal-mass bins, their
+        edges."""
+        full = self.counts > 0
+        widths = np.diff(self.edges)
+        lefts = self.edges[:-1]
+        share = self.counts / self.counts.sum()
+        if self.strategy == "quantile":
+            # Equal-mass bins hold equal shares by construction: a bar per
+            # bin would say nothing. Their edges say where the predictions
+            # are (close edges: many predictions).
+            per_bin = self.counts.sum() / max(int(np.sum(full)), 1)
+            self.hist_ = hist_ax.vlines(
+                self.edges,
+                0,
+                1,
+                color=color,
+                linewidth=1,
+                label=name,
+            )
+            hist_ax.set(ylim=(0, 1), yticks=[])
+            hist_label = "Bin edges"
+            hist_ax.set_title(
+                f"{int(np.sum(full))} equal-mass bins of about {per_bin:.4g} "
+                "samples",
+                fontsize="small",
+                loc="left",
+            )
         else:
-            ax.set_xlabel(xlabel)
-        self.ax_ = ax
-        self.hist_ax_ = hist_ax
-        self.figure_ = ax.figure
-        return self
+            self.hist_ = hist_ax.bar(
+                lefts,
+                share,
+                width=widths,
+                align="edge",
+                alpha=0.5,
+                color=color,
+                edgecolor="black",
+                label=name,
+            )
+            hist_label = "Share of samples"
+        hist_ax.set(ylabel=hist_label, xlabel=xlabel, xlim=(low, 1))
+        _, names = hist_ax.get_legend_handles_labels()
+        if len([n for n in names if n]) > 1:
+            # On the side away from the mass of the predictions.
+            centre = np.average(lefts + widths / 2, weights=self.counts + 1e-12)
+            side = "upper left" if centre > (low + 1.0) / 2 else "upper right"
+            hist_ax.legend(fontsize="small", loc=side)
 
     @classmethod
     def from_predictions(
