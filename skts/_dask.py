@@ -15,10 +15,12 @@ Imported only when a Dask array is given: ``import skts`` does not import dask.
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+
 import dask
 import dask.array as da
 import numpy as np
-from dask.delayed import Delayed
 from numpy.typing import NDArray
 
 from skts._numerics import (
@@ -33,7 +35,7 @@ from skts._numerics import (
     weight_exponent,
     weight_part,
 )
-from skts._validation import check_chunk, check_dask_logits
+from skts._validation import check_chunk, check_dask_logits, check_piece
 
 __all__ = [
     "DaskRows",
@@ -110,23 +112,54 @@ def _pieces(
     return pieces
 
 
-def _one_chunk(x):
-    """The single delayed chunk of ``x`` (rechunked to one chunk if needed);
-    a NumPy slice as it is."""
+@dataclass(frozen=True)
+class _Declared:
+    """What the chunks of one lazy part of a piece declare: the array's name,
+    the piece's first row and each chunk's shape."""
+
+    name: str
+    start: int
+    shapes: tuple
+
+
+def _lazy_part(x, name: str, start: int):
+    """A piece's part of ``x``: a NumPy slice as it is, or, for a Dask array,
+    ``(declared, chunks)``: its delayed chunks and the shapes they declare,
+    checked when the task reads them (:func:`_assemble`)."""
     if not is_dask_array(x):
         return x
-    if x.numblocks[0] > 1:
-        x = x.rechunk({0: -1})
-    return x.to_delayed().ravel()[0]
+    if x.ndim == 2 and x.numblocks[1] > 1:
+        x = x.rechunk({1: -1})
+    shapes = tuple((int(r), *(int(c) for c in x.shape[1:])) for r in x.chunks[0])
+    return _Declared(name, start, shapes), list(x.to_delayed().ravel())
 
 
-def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
-    """Validation of one piece (:func:`skts._validation.check_chunk`),
-    whether a row of positive weight varies, and the largest weight."""
+def _assemble(declared: _Declared, chunks: list) -> NDArray:
+    """A piece's part from its chunks, each checked against the shape it
+    declares (a chunk computed by a function, read from a file rewritten
+    since, or wrapped with a wrong shape can hold anything): a ValueError
+    naming the array and the rows, never a wrong or unsafe read."""
+    row = declared.start
+    for chunk, shape in zip(chunks, declared.shapes, strict=True):
+        got = tuple(np.shape(chunk))
+        if got != shape:
+            raise ValueError(
+                f"{declared.name} chunk at rows {row}-{row + shape[0] - 1} has "
+                f"shape {got}; the Dask array declares {shape}."
+            )
+        row += shape[0]
+    return np.asarray(chunks[0]) if len(chunks) == 1 else np.concatenate(chunks)
+
+
+def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int) -> dict:
+    """Validation of one piece (:func:`skts._validation.check_piece` and
+    :func:`~skts._validation.check_chunk`), whether a row of positive weight
+    varies, and the largest weight."""
     z = np.asarray(z)
     y = np.asarray(y)
     w = None if w is None else np.asarray(w, dtype=np.float64)
-    out: dict = {"error": check_chunk(z, y, w, offset, n_classes)}
+    error = check_piece(z, y, w, start, stop, n_classes)
+    out: dict = {"error": error or check_chunk(z, y, w, start, n_classes)}
     out.update(varies=False, top=0.0)
     if out["error"] is not None:
         return out
@@ -143,7 +176,7 @@ def _chunk_stats(z, y, w, offset: int, n_classes: int) -> dict:
     return out
 
 
-def _weight_sums(w, exponent: int, n_classes: int) -> list[float]:
+def _weight_sums(z, y, w, exponent: int, n_classes: int) -> list[float]:
     return weight_part(scaled_weights(w, exponent), n_classes)
 
 
@@ -154,8 +187,9 @@ def _weight_sums(w, exponent: int, n_classes: int) -> list[float]:
 _INLINE_BYTES = 1 << 16
 
 
-def _is_delayed(x) -> bool:
-    return isinstance(x, Delayed)
+def _is_lazy(part) -> bool:
+    """Whether a piece's part is ``(declared, delayed chunks)``."""
+    return isinstance(part, tuple) and isinstance(part[0], _Declared)
 
 
 def _inline_graph(z, y, w) -> bytes | None:
@@ -166,12 +200,14 @@ def _inline_graph(z, y, w) -> bytes | None:
     graph: dict = {}
     keys = []
     for part in (z, y, w):
-        if not _is_delayed(part):
+        if not _is_lazy(part):
             keys.append(None)  # a NumPy slice or None: passed as it is
             continue
-        graph.update(dict(part.__dask_graph__()))
-        keys.append(part.key)
-    if not _self_contained(graph):
+        for chunk in part[1]:
+            graph.update(dict(chunk.__dask_graph__()))
+        keys.append([chunk.key for chunk in part[1]])
+    wanted = {k for ks in keys if ks for k in ks}
+    if not wanted <= graph.keys() or not _self_contained(graph):
         return None  # e.g. persisted data: its chunks live on the workers
     blob = cloudpickle.dumps((graph, keys))
     return blob if len(blob) <= _INLINE_BYTES else None
@@ -181,6 +217,9 @@ def _self_contained(graph: dict) -> bool:
     """Whether every key the graph's tasks refer to is computed by the graph
     (any doubt, such as a change of Dask's task API, answers no: the
     ordinary path is always correct)."""
+    future = getattr(sys.modules.get("distributed"), "Future", None)
+    if future is not None and any(isinstance(v, future) for v in graph.values()):
+        return False  # (persisted chunks: their data live on the workers)
     try:
         from dask._task_spec import convert_legacy_graph
 
@@ -190,23 +229,40 @@ def _self_contained(graph: dict) -> bool:
         return False
 
 
-def _inline_call(func, blob: bytes, given: tuple, *args):
+def _inline_call(func, blob: bytes, declared: tuple, given: tuple, *args):
     """``func(z, y, w, *args)`` with the piece's lazy parts read here,
     synchronously; ``given`` holds the others (NumPy slices or None)."""
     import cloudpickle
 
     graph, keys = cloudpickle.loads(blob)
-    values = iter(dask.get(graph, [k for k in keys if k is not None]))
-    z, y, w = (
-        g if k is None else next(values) for k, g in zip(keys, given, strict=True)
-    )
-    return func(z, y, w, *args)
+    values = iter(dask.get(graph, [k for ks in keys if ks for k in ks]))
+    parts = [
+        g if ks is None else _assemble(d, [next(values) for _ in ks])
+        for d, g, ks in zip(declared, given, keys, strict=True)
+    ]
+    return func(*parts, *args)
 
 
-def _run(z, y, w, parts, exponent, total, *args):
+def _lazy_call(func, declared: tuple, given: tuple, zc, yc, wc, *args):
+    """``func(z, y, w, *args)`` with the piece's lazy parts computed by Dask
+    (the chunk lists ``zc``, ``yc``, ``wc``) and checked here."""
+    parts = [
+        g if d is None else _assemble(d, chunks)
+        for d, g, chunks in zip(declared, given, (zc, yc, wc), strict=True)
+    ]
+    return func(*parts, *args)
+
+
+def _run(z, y, w, start, stop, n_classes, parts, exponent, total, *args):
     """One piece of one read: ``parts`` (one of ``Rows``' ``*_parts``
-    methods) on the piece's rows, in memory, on one thread."""
-    y = np.asarray(y).astype(np.intp, copy=False)
+    methods) on the piece's rows, in memory, on one thread. The piece's
+    arrays are checked against the shapes the Dask arrays declare at every
+    read (a chunk computed again may differ from the one validated)."""
+    z, y = np.asarray(z), np.asarray(y)
+    error = check_piece(z, y, w, start, stop, n_classes)
+    if error is not None:
+        raise ValueError(error)
+    y = y.astype(np.intp, copy=False)
     if w is not None:
         w = scaled_weights(w, exponent)
     rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1)
@@ -245,15 +301,17 @@ class DaskRows(Rows):
         self.n_parts = len(pieces)
         self._parts = [
             (
-                _one_chunk(logits[a:b]),
-                _one_chunk(y[a:b]),
-                None if sample_weight is None else _one_chunk(sample_weight[a:b]),
+                _lazy_part(logits[a:b], "logits", a),
+                _lazy_part(y[a:b], "y", a),
+                None
+                if sample_weight is None
+                else _lazy_part(sample_weight[a:b], "sample_weight", a),
             )
             for a, b in pieces
         ]
-        self._starts = [a for a, _ in pieces]
+        self._bounds = pieces
         self._inline = [_inline_graph(*part) for part in self._parts]
-        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, offsets=True))
+        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, bounds=True))
         for st in stats:
             if st["error"] is not None:
                 raise ValueError(st["error"])
@@ -269,35 +327,39 @@ class DaskRows(Rows):
                 )
             self._exponent = weight_exponent(top)
             sums = dask.compute(
-                *[
-                    dask.delayed(_weight_sums, pure=True)(w, self._exponent, n_classes)
-                    for _, _, w in self._parts
-                ]
+                *self._tasks(_weight_sums, self._exponent, n_classes, weights_only=True)
             )
             self.total = float(fold(add, [s for part in sums for s in part]))
             self.sample_weight = sample_weight  # normalised inside each task
 
-    def _tasks(self, func, *args, offsets: bool = False) -> list:
-        """One task per piece, ``func(z, y, w, [start,] *args)``: the piece's
+    def _tasks(
+        self, func, *args, bounds: bool = False, weights_only: bool = False
+    ) -> list:
+        """One task per piece, ``func(z, y, w, [start, stop,] *args)``: the piece's
         reads run inside the task where they are small to ship (see
         :func:`_inline_graph`), else as its dependencies."""
         tasks = []
-        for i, ((z, y, w), blob) in enumerate(
-            zip(self._parts, self._inline, strict=True)
-        ):
-            extra = (self._starts[i], *args) if offsets else args
+        for i, (parts, blob) in enumerate(zip(self._parts, self._inline, strict=True)):
+            extra = (*self._bounds[i], *args) if bounds else args
+            if weights_only:  # (the logits and labels are not read)
+                parts, blob = (None, None, parts[2]), None
+            declared = tuple(p[0] if _is_lazy(p) else None for p in parts)
+            given = tuple(None if _is_lazy(p) else p for p in parts)
             if blob is not None:
-                given = tuple(None if _is_delayed(p) else p for p in (z, y, w))
                 call = dask.delayed(_inline_call, pure=True)
-                tasks.append(call(func, blob, given, *extra))
+                tasks.append(call(func, blob, declared, given, *extra))
             else:
-                tasks.append(dask.delayed(func, pure=True)(z, y, w, *extra))
+                chunks = [p[1] if _is_lazy(p) else [] for p in parts]
+                call = dask.delayed(_lazy_call, pure=True)
+                tasks.append(call(func, declared, given, *chunks, *extra))
         return tasks
 
     def _each_piece(self, parts, *args) -> list:
         """``parts`` on every piece (one Dask computation): the per-block
         results in block order, which the read folds on the driver."""
-        tasks = self._tasks(_run, parts, self._exponent, self.total, *args)
+        tasks = self._tasks(
+            _run, self.n_classes, parts, self._exponent, self.total, *args, bounds=True
+        )
         return [r for part in dask.compute(*tasks) for r in part]
 
     def nll_parts(self, temperatures):
@@ -378,6 +440,7 @@ class _NpyShards:
 
     def __init__(self, paths, what: str):
         self.paths = [str(p) for p in paths]
+        self.what = what
         sizes = []
         first = None
         for path in self.paths:
@@ -418,6 +481,7 @@ class _NpyShards:
             if lo >= hi:
                 continue
             data = np.load(path, mmap_mode="r", allow_pickle=False)
+            self._check_unchanged(i, data)
             if index is None:
                 local = slice(int(lo - self.starts[i]), int(hi - self.starts[i]))
             else:
@@ -434,6 +498,18 @@ class _NpyShards:
         if index is not None and index.size and np.any(np.diff(index) < 0):
             out = out[np.argsort(np.argsort(index, kind="stable"), kind="stable")]
         return out
+
+    def _check_unchanged(self, i: int, data) -> None:
+        """A shard read by a task still has the shape and dtype it had when
+        the shards were scanned (a file rewritten since would make the
+        pieces lie about their rows)."""
+        want = (self.sizes[i], *self.shape[1:])
+        if data.shape != want or data.dtype != self.dtype:
+            raise ValueError(
+                f"{self.what} shard {self.paths[i]!r} now has shape {data.shape} "
+                f"and dtype {data.dtype}; it had shape {want} and dtype "
+                f"{self.dtype} when the shards were scanned."
+            )
 
 
 def load_npy_shards(paths, *, what: str = "logits") -> da.Array:

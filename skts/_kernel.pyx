@@ -10,7 +10,7 @@ thread, allocated for the call and freed before it returns.
 """
 
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -101,7 +101,7 @@ def openmp():
     return bool(skts_openmp())
 
 
-def supports(logits, strided=True):
+cpdef bint supports(logits, bint strided=True):
     """Whether the kernel reads ``logits`` in place: a NumPy float32/float64
     array, C-contiguous, or (``strided``, above 32 classes) with contiguous
     rows any number of elements apart (a view of every k-th row)."""
@@ -156,6 +156,19 @@ cdef _check_rows(arr, Py_ssize_t n, str name):
         )
 
 
+cdef inline bint _labels_in_range(
+    const int64_t *y, Py_ssize_t n, Py_ssize_t k
+) noexcept nogil:
+    # (each block's labels, before the block reads z[i, y[i]]: one unsigned
+    # compare per row, no branch, so the compiler vectorises it)
+    cdef Py_ssize_t i
+    cdef uint64_t limit = <uint64_t>k
+    cdef int outside = 0
+    for i in range(n):
+        outside |= (<uint64_t>y[i]) >= limit
+    return not outside
+
+
 cdef tuple _run(
     skts_args base, int width, logits, y, sample_weight, double total, betas,
     temperatures, int n_threads, row_max, row_max_out, span_out,
@@ -169,8 +182,10 @@ cdef tuple _run(
     cdef Py_ssize_t step = _rows_per_block(k)
     cdef Py_ssize_t n_blocks = (n + step - 1) // step
     cdef bint facts = base.facts
-    b_arr = np.ascontiguousarray(betas, dtype=np.float64).reshape(-1)
-    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64).reshape(-1)
+    b_arr = np.ascontiguousarray(betas, dtype=np.float64)
+    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64)
+    if b_arr.ndim != 1 or t_arr.ndim != 1:
+        raise ValueError("skts kernel: betas and temperatures must be 1-D.")
     if b_arr.shape[0] != t_arr.shape[0]:
         raise ValueError(
             f"skts kernel: {b_arr.shape[0]} betas but {t_arr.shape[0]} "
@@ -241,6 +256,7 @@ cdef tuple _run(
     # One scratch area per thread (a row's last vector may read past its end
     # inside it: the kernel zeroes what it reads there), freed before
     # returning. Not cleared here: clearing cost more than a small pass.
+    cdef int bad = 0
     cdef char *pool = <char *>malloc(threads * scratch_bytes)
     if pool == NULL:
         raise MemoryError("skts: no memory for the kernel's scratch buffers.")
@@ -264,9 +280,19 @@ cdef tuple _run(
                 if base.span_out != NULL:
                     a.span_out = base.span_out + b
                 a.found = &found_v[b, 0] if facts else NULL
-                skts_block(&a, pool + threadid() * scratch_bytes)
+                if _labels_in_range(a.y, a.n_rows, k):
+                    skts_block(&a, pool + threadid() * scratch_bytes)
+                else:
+                    bad |= 1
     finally:
         free(pool)
+    if bad:
+        outside = np.flatnonzero((y_arr < 0) | (y_arr >= k))
+        i = int(outside[0])
+        raise ValueError(
+            f"skts kernel: y must hold class indices in [0, {k}); got "
+            f"{int(y_arr[i])} at row {i}."
+        )
     return out, (found if facts else None)
 
 

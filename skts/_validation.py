@@ -35,6 +35,7 @@ __all__ = [
     "check_device_logits",
     "check_groups",
     "check_logits",
+    "check_piece",
     "check_shape",
     "check_temperatures",
     "check_weights",
@@ -301,6 +302,28 @@ def check_xp_logits(z, xp, name: str):
             f"{name} must be finite; got {value!r} at row {i}, column {j}."
         )
     return z
+
+
+def check_piece(z, y, w, start: int, stop: int, n_classes: int) -> str | None:
+    """Whether one Dask piece (rows ``start`` to ``stop``) holds what the Dask
+    arrays declare: logits of shape ``(stop - start, n_classes)``, one label
+    (and weight) per row. A chunk computed by a function, read from a file
+    rewritten since, or wrapped with a wrong ``shape`` can hold something
+    else; its message names the array and the rows (None: as declared)."""
+    rows = stop - start
+    where = f"at rows {start}-{stop - 1}"
+    if np.shape(z) != (rows, n_classes):
+        return (
+            f"logits chunk {where} has shape {tuple(np.shape(z))}; the Dask "
+            f"array declares {(rows, n_classes)}."
+        )
+    for name, values in (("y", y), ("sample_weight", w)):
+        if values is not None and np.shape(values) != (rows,):
+            return (
+                f"{name} chunk {where} has shape {tuple(np.shape(values))}; the "
+                f"Dask array declares ({rows},)."
+            )
+    return None
 
 
 def check_chunk(z, y, w, offset: int, n_classes: int) -> str | None:

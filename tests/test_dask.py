@@ -351,3 +351,125 @@ def test_a_worker_killed_during_the_fit_changes_nothing(by_value, tmp_path):
         assert victim not in c.run(os.getpid).values()
     assert result["scaler"].temperature_ == ref.temperature_
     assert result["scaler"].validation_loss_ == ref.validation_loss_
+
+
+# -- chunks that lie about their shapes (issue 25) -----------------------------
+
+
+def _declared(arr, shape):
+    """One Dask chunk computing ``arr`` while declaring ``shape``."""
+    return da.from_delayed(dask.delayed(lambda: arr)(), shape=shape, dtype=arr.dtype)
+
+
+def _lying_inputs(z, y, w, liar: str, by: int, chunk: int):
+    """Honest chunks of ``chunk`` rows, but the first chunk of ``liar``
+    computes ``by`` rows (or, for ``logits_cols``, columns) more or fewer
+    than it declares."""
+    n, k = z.shape
+    arrays = {"logits": z, "y": y, "sample_weight": w}
+    out = {}
+    for name, arr in arrays.items():
+        pieces = []
+        for start in range(0, n, chunk):
+            part = arr[start : start + chunk]
+            shape = part.shape
+            if start == 0 and liar.startswith(name) and by:
+                if liar == "logits_cols":
+                    real = (
+                        np.concatenate(
+                            [part, np.zeros((part.shape[0], max(by, -k + 1)))], axis=1
+                        )
+                        if by > 0
+                        else part[:, : k + by]
+                    )
+                else:
+                    extra = np.resize(part, (max(part.shape[0] + by, 0), *shape[1:]))
+                    real = extra.astype(part.dtype)
+                pieces.append(_declared(np.ascontiguousarray(real), shape))
+            else:
+                pieces.append(da.from_array(part, chunks=shape))
+        out[name] = da.concatenate(pieces, axis=0)
+    return out["logits"], out["y"], out["sample_weight"]
+
+
+@pytest.mark.parametrize(
+    ("liar", "by", "match"),
+    [
+        ("y", -900, r"y chunk at rows 0-999 has shape \(100,\)"),  # (a segfault)
+        ("y", 7, r"y chunk at rows 0-999 has shape \(1007,\)"),
+        ("logits", -500, r"logits chunk at rows 0-999 has shape \(500, 3\)"),
+        ("logits", 3, r"logits chunk at rows 0-999 has shape \(1003, 3\)"),
+        ("logits_cols", 5, r"logits chunk at rows 0-999 has shape \(1000, 8\)"),
+        ("logits_cols", -1, r"logits chunk at rows 0-999 has shape \(1000, 2\)"),
+        ("sample_weight", -10, r"sample_weight chunk at rows 0-999 has shape \(990,\)"),
+    ],
+)
+def test_a_chunk_that_lies_about_its_shape_is_refused(liar, by, match):
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(3000, 3)) * 2.0
+    y = rng.integers(0, 3, 3000)
+    w = rng.uniform(0.5, 1.5, 3000)
+    # (the message names the chunk, in a piece of all 3000 rows)
+    logits, labels, weights = _lying_inputs(z, y, w, liar, by, 1000)
+    for solver in ("grid", "continuous"):
+        with pytest.raises(ValueError, match=match):
+            TemperatureScaler(solver=solver).fit(logits, labels, weights)
+
+
+def test_a_shard_rewritten_after_the_scan_is_refused(tmp_path):
+    from skts._dask import load_npy_shards
+
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(2000, 4))
+    y = rng.integers(0, 4, 2000)
+    paths = []
+    for i in range(2):
+        np.save(tmp_path / f"y{i}.npy", y[i * 1000 : (i + 1) * 1000])
+        paths.append(tmp_path / f"y{i}.npy")
+    labels = load_npy_shards(paths, what="labels")
+    np.save(tmp_path / "y1.npy", y[1000:1100])  # shorter, after the scan
+    with pytest.raises(ValueError, match=r"labels shard .*y1.npy' now has shape"):
+        TemperatureScaler().fit(da.from_array(z, chunks=(1000, 4)), labels)
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    n=st.integers(1, 2500),
+    k=st.integers(2, 6),
+    chunk=st.integers(1, 1200),
+    liar=st.sampled_from(["none", "logits", "logits_cols", "y", "sample_weight"]),
+    by=st.integers(-40, 40),
+    seed=st.integers(0, 2**16),
+)
+def test_fuzz_chunks_that_lie_give_an_error_never_a_crash_or_a_wrong_answer(
+    n, k, chunk, liar, by, seed
+):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k)) * 3.0
+    y = rng.integers(0, k, n)
+    w = rng.uniform(0.1, 2.0, n)
+    first = min(chunk, n)
+    lies = liar != "none" and by != 0
+    if liar == "logits_cols":
+        lies = lies and k + by >= 1
+    elif lies:
+        lies = first + by >= 0
+    logits, labels, weights = _lying_inputs(
+        z, y, w, liar if lies else "none", by, chunk
+    )
+    if lies:
+        with pytest.raises(ValueError, match="chunk at rows"):
+            TemperatureScaler().fit(logits, labels, weights)
+    else:
+        got = TemperatureScaler().fit(logits, labels, weights)
+        want = TemperatureScaler().fit(z, y, w)
+        assert got.temperature_ == want.temperature_

@@ -595,6 +595,8 @@ def test_every_entry_point_checks_the_shapes_it_is_given(read):
         ((z, y, w[:-1], 1000.0, [1.0], [1.0]), "sample_weight must be 1-D"),
         ((z, y, w, 1000.0, [1.0, 2.0], [1.0]), "2 betas but 1 temperatures"),
         ((z, y, w, 0.0, [1.0], [1.0]), "total weight must be > 0"),
+        ((z, np.where(y == 3, 5, y), w, 1000.0, [1.0], [1.0]), r"class indices in \[0, 5\); got 5 at row"),
+        ((z, np.where(y == 3, -1, y), w, 1000.0, [1.0], [1.0]), r"got -1 at row"),
         ((z[:, ::2], y, w, 1000.0, [1.0], [1.0]), "logits must be a 2-D float32"),
         ((z.astype(np.float16), y, w, 1000.0, [1.0], [1.0]), "logits must be"),
     ]

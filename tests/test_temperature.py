@@ -927,7 +927,8 @@ def test_a_higher_read_reports_the_third_derivative():
         third = rows.slopes([1.0 / beta], facts=False, higher=True).third
         h = 1e-4 * beta
         up, down = (
-            rows.slopes([1.0 / b], facts=False).values[0, 2] for b in (beta + h, beta - h)
+            rows.slopes([1.0 / b], facts=False).values[0, 2]
+            for b in (beta + h, beta - h)
         )
         assert third == pytest.approx((up - down) / (2 * h), rel=1e-5)
         assert np.isnan(rows.slopes([1.0 / beta], facts=False).third)
@@ -948,3 +949,45 @@ def test_the_one_read_bracket_reads_copied_blocks_too():
         want = solve_continuous(same, y, 0.01, 100.0)
         assert got == want
         assert got.n_passes == 1
+
+
+_TINY_CASES = [
+    # (logits, labels, candidates): 1/T overflows float64 for some candidates
+    ([[0.4, -0.4], [1.9, 0.3]], [0, 1], [5e-324, 1.0]),
+    ([[0.4, -0.4], [1.9, 0.3]], [0, 1], [1e-320, 1e-319]),
+    ([[0.4, -0.4], [1.9, 0.3], [0.1, 0.2]], [0, 1, 1], [5e-324, 1e-310, 0.7, 3.0]),
+    ([[2.0, 0.0], [3.0, 0.0]], [0, 0], [5e-324, 1e-300, 1.0, 3.0]),  # separable
+    # logits that differ by a subnormal amount: only tiny T resolve them
+    ([[0.0, 5e-324], [0.0, 0.0]], [1, 0], [5e-324, 1e-323, 0.5, 2.0]),
+]
+
+
+@pytest.mark.parametrize(("z", "y", "temperatures"), _TINY_CASES)
+def test_candidates_whose_inverse_overflows_follow_the_rule(z, y, temperatures):
+    # (issue 25) 1/T beyond float64 gave NaN losses and the smallest T; the
+    # rule's answer, against a 60-digit reference, with no RuntimeWarning.
+    from _reference import exact_choice, exact_losses
+
+    z = np.array(z)
+    want = exact_choice(z, np.array(y), temperatures)
+    result = grid_search(z, np.array(y), np.array(temperatures))
+    assert result.temperature == want
+    exact = float(exact_losses(z, np.array(y), [want])[0])
+    assert result.loss == pytest.approx(exact, rel=1e-12) or (
+        exact > 1.7e308 and result.loss == np.inf
+    )
+    # The continuous solver over the same range ends where the rule's
+    # minimiser lies when that is an end (and never at a NaN loss).
+    cont = solve_continuous(z, np.array(y), min(temperatures), max(temperatures))
+    assert not np.isnan(cont.loss)
+    if want in (min(temperatures), max(temperatures)) and len(temperatures) == 2:
+        assert cont.temperature == want
+
+
+def test_softmax_at_a_temperature_whose_inverse_overflows():
+    z = np.array([[0.0, 5e-324, -1.0], [2.0, 2.0, 0.0]])
+    p = softmax(z, 5e-324)
+    # exp(-1) / (1 + exp(-1)) for the subnormal gap of one T; ties share.
+    np.testing.assert_allclose(p[0], [1 / (1 + np.e), np.e / (1 + np.e), 0.0])
+    np.testing.assert_array_equal(p[1], [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(np.exp(log_softmax(z, 5e-324)), p)

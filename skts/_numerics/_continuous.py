@@ -10,12 +10,17 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from skts._numerics._exact import hp_context
 from skts._numerics._passes import Rows, Slopes
 from skts._numerics._result import SearchResult
 from skts._numerics._steer import float32_range, one_read_bracket, warm_start
 from skts._numerics._steps import model_step, newton_from
 
-__all__ = ["search_continuous", "solve_continuous"]
+__all__ = ["TINY_T", "search_continuous", "solve_continuous"]
+
+# Below this temperature beta = 1/T nears float64's largest value: the
+# solver's float reads stop here, and the 50-digit evaluator takes over.
+TINY_T = 2.0**-1020
 
 
 def solve_continuous(
@@ -79,6 +84,8 @@ def search_continuous(
     ``|F'|`` is within its proven rounding bound: float64 cannot tell on which
     side of it the minimiser lies.
     """
+    if t_min < TINY_T:
+        return _with_a_huge_beta(rows, t_min, t_max, tol=tol, start=start)
     lo, hi = 1.0 / t_max, 1.0 / t_min
     width = hi - lo
     if width <= 0.0 or rows.flat():
@@ -269,3 +276,31 @@ def search_continuous(
         loss = float(rows.nll([temperature])[0])
         passes += 1
     return SearchResult(float(temperature), float(loss), at_boundary, passes)
+
+
+def _with_a_huge_beta(
+    rows: Rows, t_min: float, t_max: float, *, tol: float, start: float
+) -> SearchResult:
+    """The continuous solver when ``1/t_min`` is beyond float64 (``t_min``
+    below ``2**-1020``): the range down to ``2**-1020`` is searched as usual;
+    an answer at that end, or a range entirely below it, is compared with
+    ``t_min`` by the 50-digit evaluator (which holds ``1/T`` exactly), and
+    the smaller loss wins (ties: the smaller ``T``)."""
+    passes = 0
+    if t_max > TINY_T:
+        found = search_continuous(rows, TINY_T, t_max, tol=tol, start=start)
+        if found.temperature != TINY_T:
+            at_end = found.temperature == t_max
+            return SearchResult(found.temperature, found.loss, at_end, found.n_passes)
+        passes = found.n_passes
+    ends = [t_min, min(t_max, TINY_T)] if t_max > t_min else [t_min]
+    values, rel = rows.exact(ends)
+    passes += 1
+    ctx = hp_context()
+    top = ctx.multiply(min(values), ctx.add(1, rel))
+    k = next(
+        i for i, v in enumerate(values) if ctx.multiply(v, ctx.subtract(1, rel)) <= top
+    )
+    t = float(ends[k])
+    # (a loss beyond float64's range is reported as inf)
+    return SearchResult(t, float(values[k]), t in (t_min, t_max), passes)

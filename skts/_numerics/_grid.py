@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from skts._numerics._blocks import error64_factor, error_bound
-from skts._numerics._exact import decide
+from skts._numerics._exact import decide, hp_context
 from skts._numerics._passes import Rows
 from skts._numerics._result import SearchResult
 from skts._numerics._steer import float32_range, spacing, warm_start
@@ -92,6 +92,10 @@ def search_grid(
     """
     cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
     n_cand = cand.shape[0]
+    with np.errstate(over="ignore"):
+        huge = ~np.isfinite(1.0 / cand)  # beta = 1/T beyond float64
+    if huge.any() and n_cand > 1:
+        return _with_huge_betas(rows, cand, huge, start)
     if n_cand == 1 or rows.flat():
         # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
         # gives the smallest candidate without any floating-point comparison.
@@ -106,6 +110,55 @@ def search_grid(
     if isinstance(found, SearchResult):
         return found
     return _windows(rows, cand, _first_window(rows, cand, found, h))
+
+
+def _with_huge_betas(
+    rows: Rows, cand: NDArray, huge: NDArray, start: float
+) -> SearchResult:
+    """The rule when some candidates are so small (below ``2**-1024``, about
+    5.6e-309) that ``beta = 1/T`` overflows float64.
+
+    Their losses are read by the 50-digit evaluator, which holds ``1/T``
+    exactly. By convexity in ``beta`` they matter only when the rule over
+    the other candidates picks the smallest of those (the loss still falling
+    as ``T`` shrinks); every row constant, or every label at its row's
+    largest (smallest) logit, is decided from the exact facts.
+    """
+    passes = 0
+    if rows.flat():
+        # L(T) = log(n_classes) for every T: the smallest candidate, and the
+        # loss of any T that float64 can evaluate.
+        loss = float(rows.nll([1.0])[0])
+        return SearchResult(float(cand[0]), loss, True, 1, flat=True)
+    facts = rows.slopes([1.0], moments=False)
+    passes += 1
+    normal = cand[~huge]
+    if facts.anti_separable and normal.size:
+        # F' > 0 for every beta: the largest candidate, a normal one.
+        loss = float(rows.nll(normal[-1:])[0])
+        return SearchResult(float(normal[-1]), loss, True, passes + 1)
+    contenders = list(cand[huge])
+    if normal.size and not facts.separable:
+        found = search_grid(rows, normal, start=start)
+        passes += found.n_passes
+        if found.temperature != normal[0]:
+            at_end = found.temperature == cand[-1]
+            return SearchResult(found.temperature, found.loss, at_end, passes)
+        contenders.append(normal[0])
+    elif facts.separable:
+        contenders = contenders[:1]  # F' < 0 for every beta: the smallest T
+    values, rel = rows.exact(contenders)
+    passes += 1
+    # The rule in the evaluator's precision (ties within its bound go to the
+    # smallest T; the contenders are in ascending T).
+    ctx = hp_context()
+    top = ctx.multiply(min(values), ctx.add(1, rel))
+    k = next(
+        i for i, v in enumerate(values) if ctx.multiply(v, ctx.subtract(1, rel)) <= top
+    )
+    t = float(contenders[k])
+    # (inf only where the loss exceeds float64's range)
+    return SearchResult(t, float(values[k]), t in (cand[0], cand[-1]), passes)
 
 
 def _ends(

@@ -25,6 +25,7 @@ from skts._numerics._compiled import kernel
 __all__ = ["cpu_count", "kernel_threads", "map_blocks", "python_threads"]
 
 _CPUS: dict[str, int] = {}
+_OPENMP = kernel.openmp()
 
 
 def _usable_cpus() -> int:
@@ -38,7 +39,7 @@ def _usable_cpus() -> int:
 
 def cpu_count() -> int:
     """The threads a pass may use at most (see the module header)."""
-    openmp = max(1, int(kernel.max_threads())) if kernel.openmp() else None
+    openmp = max(1, int(kernel.max_threads())) if _OPENMP else None
     if os.environ.get("OMP_NUM_THREADS") and openmp is not None:
         return openmp
     usable = _usable_cpus()
@@ -61,12 +62,11 @@ def python_threads(n_jobs: int | None, n_elements: int, n_classes: int) -> int:
     classes, and at least 2**22 logits; with few classes the per-block work is
     too short for threads to win).
     """
-    if n_elements < 1 << 18:
+    if n_elements < 1 << 18 or n_jobs == 1:
         return 1
-    cores = cpu_count()
-    if n_jobs is None:
-        return cores if n_classes >= 64 and n_elements >= 1 << 22 else 1
-    return _resolve(n_jobs, cores)
+    if n_jobs is None and not (n_classes >= 64 and n_elements >= 1 << 22):
+        return 1
+    return _resolve(n_jobs, cpu_count())
 
 
 def map_blocks(
@@ -145,10 +145,10 @@ def kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     only the CPUs that other processes leave idle are used
     (:func:`others_running`).
     """
+    if n_jobs == 1 or (n_jobs is None and n_elements < 1 << 18):
+        return 1  # (without asking: a small pass runs often)
     cores = cpu_count()
     if n_jobs is None:
-        if n_elements < 1 << 18:
-            return 1
         if n_elements < 1 << 20:
             return max(1, min(cores, cores - others_running()))
         return cores
