@@ -605,6 +605,14 @@ def _fit_cross_validated(
             estimator, X, y_fit, cv, method, classes, inner_params, split_params,
             n_jobs,
         )  # fmt: skip
+    elif method == "decision_function" and _a_fold_misses_a_class(
+        cv, X, y, split_params, len(classes)
+    ):
+        # (cross_val_predict refuses a fold's one-column decision_function)
+        _, oof = _cross_fit(
+            estimator, X, y_fit, cv, method, classes, inner_params, split_params,
+            n_jobs,
+        )  # fmt: skip
     else:
         oof = cross_val_predict(
             clone(estimator),
@@ -624,6 +632,14 @@ def _fit_cross_validated(
             "The refitted estimator's classes_ differ from the labels in y."
         )
     return fitted, classes, y_idx, logits, fold_models
+
+
+def _a_fold_misses_a_class(cv, X, y, split_params, n_classes: int) -> bool:
+    y = np.asarray(_host(y))
+    return any(
+        np.unique(y[train]).shape[0] < n_classes
+        for train, _ in cv.split(X, y, **split_params)
+    )
 
 
 def _resolve_method(estimator, response_method: str) -> str:
@@ -759,6 +775,16 @@ def _fold_response(estimator, X, method: str, classes) -> np.ndarray:
     missing from the fold's training data gets its fill value)."""
     response = _host(getattr(estimator, method)(X))
     seen = np.searchsorted(classes, _host(estimator.classes_))
+    if method == "decision_function" and len(seen) == 2 < len(classes):
+        # A fold that saw two classes gives one score d (scikit-learn's
+        # cross_val_predict refuses it): its logits are (0, d), as for any
+        # binary model, and the other classes get scikit-learn's fill for a
+        # class missing from a fold (the smallest float; see _oof_to_logits).
+        if response.ndim == 1:
+            response = np.column_stack([np.zeros_like(response), response])
+        full = np.full((response.shape[0], len(classes)), np.finfo(np.float64).min)
+        full[:, seen] = response
+        return full
     return enforce_prediction_order(seen, response, len(classes), method)
 
 

@@ -375,8 +375,32 @@ def check_groups(groups, n_samples: int, name: str = "groups") -> NDArray:
             f"{name} must have one label per sample ({n_samples}); got "
             f"{groups.shape[0]}."
         )
-    if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
-        raise ValueError(f"{name} must not contain NaN or infinity.")
+    if groups.dtype.kind in "fc":
+        bad = ~np.isfinite(groups)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name} must be finite labels; got {groups[i].item()!r} at "
+                f"position {i}."
+            )
+    elif groups.dtype.kind == "O":
+        # Labels must be sortable together (one type): a None or a float NaN
+        # among strings is no group label.
+        kinds = {type(g) for g in groups.tolist()}
+        for i, g in enumerate(groups.tolist()):
+            if g is None or (isinstance(g, float) and g != g):
+                raise ValueError(
+                    f"{name} must not contain missing labels; got {g!r} at "
+                    f"position {i}."
+                )
+        try:
+            np.unique(groups)
+        except TypeError:
+            names = sorted(k.__name__ for k in kinds)
+            raise ValueError(
+                f"{name} must hold labels of one kind (all numbers or all "
+                f"strings); got {', '.join(names)}."
+            ) from None
     return groups
 
 

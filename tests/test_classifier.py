@@ -1,6 +1,7 @@
 """TemperatureScaledClassifier: frozen and cross-fitted fits, responses, sklearn."""
 
 import pickle
+import warnings
 
 import joblib
 import numpy as np
@@ -26,7 +27,11 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
-from skts import TemperatureScaledClassifier, TemperatureScaler
+from skts import (
+    BoundaryTemperatureWarning,
+    TemperatureScaledClassifier,
+    TemperatureScaler,
+)
 from skts._numerics import default_temperatures, nll_many, softmax
 
 
@@ -630,3 +635,41 @@ def test_ensemble_persists_with_joblib_and_skops(digits, tmp_path):
     loaded = sio.load(tmp_path / "clf.skops", trusted=untrusted)
     assert len(loaded.estimators_) == 3
     np.testing.assert_array_equal(loaded.predict_proba(X_val), clf.predict_proba(X_val))
+
+
+@pytest.mark.parametrize("ensemble", ["auto", False])
+def test_folds_that_saw_two_of_three_classes_are_calibrated_not_refused(ensemble):
+    # (issue 25) KFold(3) on data sorted by class: each training fold sees
+    # two classes, whose decision_function is one score d. scikit-learn's
+    # cross_val_predict refuses it (and CalibratedClassifierCV's temperature
+    # method fails on it in scikit-learn 1.9); skts uses the fold's logits
+    # (0, d) and scikit-learn's fill for the class it missed (here the row's
+    # smallest other logit, as for every missing class): T is the rule's on
+    # those out-of-fold logits, built here by hand.
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = X[::2]
+    y = y[::2]
+    cv = KFold(3)
+    oof = np.empty((len(y), 3))
+    for train, test in cv.split(X, y):
+        model = LogisticRegression(max_iter=1000).fit(X[train], y[train])
+        d = model.decision_function(X[test])
+        seen = list(model.classes_)
+        logits = np.column_stack([np.zeros_like(d), d])
+        full = np.empty((len(test), 3))
+        full[:, seen] = logits
+        missing = [c for c in range(3) if c not in seen]
+        full[:, missing] = logits.min(axis=1, keepdims=True)
+        oof[test] = full
+    want = TemperatureScaler().fit(oof, y).temperature_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+        clf = TemperatureScaledClassifier(
+            LogisticRegression(max_iter=1000), cv=cv, ensemble=ensemble
+        ).fit(X, y)
+    assert clf.temperature_ == want
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(y), 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)

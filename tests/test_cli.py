@@ -754,22 +754,32 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
 
 
 def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
+    # Only this host's: a shared folder holds other machines' temporaries,
+    # whose pids mean nothing here (issue 25: one run deleted another
+    # machine's half-written output).
+    from skts.cli._outputs import _host_token
+
     folder, _, _ = files
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
         text=True,
     )
-    stale = tmp_path / f".skts-{int(dead.stdout)}-abcd.npy"
-    alive = tmp_path / f".skts-{os.getpid()}-efgh.npy"  # a live process's
-    stale.write_bytes(b"x" * 1000)
-    alive.write_bytes(b"y")
+    host = _host_token()
+    stale = tmp_path / f".skts-{host}-{int(dead.stdout)}-abcd.npy"
+    alive = tmp_path / f".skts-{host}-{os.getpid()}-efgh.npy"  # a live process's
+    elsewhere = tmp_path / f".skts-{'0' * 12}-{int(dead.stdout)}-ijkl.npy"
+    older = tmp_path / f".skts-{int(dead.stdout)}-mnop.npy"  # (no host: kept)
+    for path in (stale, alive, elsewhere, older):
+        path.write_bytes(b"x" * 1000)
     r = run(
         *fit_args(folder, tmp_path / "c.json"),
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
-    assert not stale.exists() and alive.exists()
+    assert not stale.exists()
+    assert alive.exists() and elsewhere.exists() and older.exists()
+    assert host != "0" * 12
 
 
 def test_an_output_that_appears_meanwhile_is_not_clobbered(tmp_path):
@@ -1196,3 +1206,90 @@ def test_report_groups_beside_the_whole(files, tmp_path):
         cwd=tmp_path,
     )
     assert_one_line_error(r, "300 rows", "299 labels")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    files, tmp_path, force
+):
+    # (issue 25) a dangling symbolic link, or a directory, as --out: one line
+    # up front, naming what it is, and nothing is written.
+    folder, _, _ = files
+    link = tmp_path / "c.json"
+    link.symlink_to(tmp_path / "nowhere" / "c.json")
+    extra = ("--force",) if force else ()
+    r = run(*fit_args(folder, link), *extra, cwd=tmp_path)
+    assert_one_line_error(r, "is a symbolic link to", "which does not exist")
+    folder_out = tmp_path / "out.json"
+    folder_out.mkdir()
+    r = run(*fit_args(folder, folder_out), *extra, cwd=tmp_path)
+    assert_one_line_error(r, "out.json' is a directory")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".skts-")]
+
+
+def test_nan_group_labels_are_one_line(files, tmp_path):
+    folder, _, _ = files
+    groups = np.ones(300)
+    groups[7] = np.nan
+    np.save(tmp_path / "g.npy", groups)
+    r = run(
+        "report",
+        "--logits",
+        folder / "test.npy",
+        "--labels",
+        folder / "test_y.npy",
+        "--groups",
+        tmp_path / "g.npy",
+        cwd=tmp_path,
+    )
+    assert_one_line_error(r, "g.npy' must be finite labels; got nan at position 7")
+
+
+@pytest.mark.parametrize("count", ["-1", "1000000000000"])
+def test_a_bootstrap_count_out_of_range_is_refused_up_front(files, tmp_path, count):
+    # (issue 25) a huge count failed after reading, as "Unable to allocate
+    # 1.20 PiB": the option is named, before any work.
+    folder, _, _ = files
+    r = run(
+        "report", "--logits", folder / "test.npy", "--labels", folder / "test_y.npy",
+        "--bootstrap", count, cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(r, "--bootstrap must be between 0 and 1,000,000; got")
+
+
+def test_relative_shard_paths_reach_workers_in_another_folder(shards, tmp_path):
+    # (issue 25) the shards' paths are resolved before they travel: workers
+    # whose working folder differs from the client's read the same files.
+    distributed = pytest.importorskip("distributed")
+    folder, logits, y = shards
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.run(os.chdir, str(elsewhere))
+        assert set(client.run(os.getcwd).values()) == {str(elsewhere)}
+        r = run(
+            "fit", "--logits", "z", "--labels", "y", "--out", tmp_path / "c.json",
+            "--scheduler", cluster.scheduler_address, cwd=folder,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    expected = TemperatureScaler().fit(logits, y)
+    assert _json(tmp_path / "c.json")["temperature"] == expected.temperature_
+
+
+def test_a_folder_named_like_a_file_is_said_to_be_a_folder(files, tmp_path):
+    folder, _, _ = files
+    (tmp_path / "adir.npy").mkdir()
+    r = run(
+        "fit", "--logits", "adir.npy", "--labels", folder / "val_y.npy",
+        "--out", "c.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(r, "logits 'adir.npy' is a directory, not a .npy file")

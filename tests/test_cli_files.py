@@ -420,3 +420,34 @@ def test_progress_bars_on_a_terminal_and_quiet(data):
     # Not a terminal (a pipe): nothing but what the command prints anyway.
     r = run(*fit, cwd=folder)
     assert r.returncode == 0 and r.stderr == ""
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_pt_file_with_other_pickled_objects_is_one_line(data, legacy):
+    # (issue 25) torch.load(weights_only=True) refuses them: one plain line
+    # that says why, not torch's multi-line advice.
+    import fractions
+
+    torch = pytest.importorskip("torch")
+    folder, z, _ = data
+    torch.save(
+        {"logits": torch.from_numpy(z), "note": fractions.Fraction(1, 3)},
+        folder / "pickled.pt",
+        _use_new_zipfile_serialization=not legacy,
+    )
+    r = run(
+        "fit", "--logits", "pickled.pt", "--labels", "y.npy", "--out", "x.json",
+        cwd=folder,
+    )  # fmt: skip
+    assert_one_line_error(r, "pickled.pt' holds pickled objects other than tensors")
+    assert "\x1b" not in r.stderr
+
+
+def test_the_report_counts_correct_as_predict_does():
+    # (issue 25) a near-tie of 1e-17 rounds both probabilities to 0.5: the
+    # report's accuracy follows the logits' first argmax, as predict does.
+    z = np.array([[0.0, 1e-17]] * 10)
+    y = np.ones(10, dtype=np.intp)
+    assert np.all(TemperatureScaler(temperatures=[1.0]).fit(z, y).predict(z) == 1)
+    (report,) = streamed_reports(z, y, [1.0])
+    assert report.values["accuracy"] == 1.0

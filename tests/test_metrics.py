@@ -425,3 +425,43 @@ def test_temperature_by_group_bootstrap_and_predicted_groups():
     np.testing.assert_array_equal(again.interval, result.interval)
     with pytest.raises(ValueError, match="groups"):
         temperature_by_group(y, logits, "true")
+
+
+@pytest.mark.parametrize(
+    ("groups", "match"),
+    [
+        (np.array([np.nan] + [1.0] * 19), "groups must be finite labels; got nan at"),
+        (np.array(["a", None] * 10, dtype=object), "missing labels; got None at"),
+        (np.array(["a", 1] * 10, dtype=object), "labels of one kind"),
+    ],
+)
+def test_group_labels_that_are_no_labels_are_one_line_errors(groups, match):
+    # (issue 25) NaN gave numpy warnings and a reduction error; None a
+    # TypeError from sorting.
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(20, 3))
+    y = np.arange(20) % 3
+    proba = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    with pytest.raises(ValueError, match=match):
+        temperature_by_group(y, z, groups)
+    with pytest.raises(ValueError, match=match):
+        calibration_report(y, proba, groups=groups)
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        expected_calibration_error,
+        maximum_calibration_error,
+        classwise_calibration_error,
+        reliability_curve,
+        calibration_report,
+    ],
+)
+def test_duplicated_labels_are_refused(metric):
+    # (issue 25) labels=[1, 1, 2] gave meaningless numbers: scikit-learn's
+    # rule, unique labels, one per column.
+    proba = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [0.1, 0.8, 0.1]])
+    with pytest.raises(ValueError, match="labels must be unique.*got 1 2 times"):
+        metric([1, 2, 1], proba, labels=[1, 1, 2])
+    metric([1, 2, 1], proba, labels=[1, 2, 3])  # (unique: accepted)

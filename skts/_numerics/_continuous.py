@@ -148,6 +148,12 @@ def search_continuous(
             return SearchResult(float(t_min), info[hi][0], True, passes)
         if ends.increasing(0):
             return SearchResult(float(t_max), info[lo][0], True, passes)
+        for end, t in ((hi, t_min), (lo, t_max)):
+            if not abs(info[end][1]) > info[end][3]:
+                # |F'| within its proven rounding bound at an end (the
+                # minimiser there, to float64's resolution): that end, from
+                # this one read, as for any such point (see the Notes).
+                return SearchResult(float(t), info[end][0], True, passes)
         # Newton from the end nearer the subsample's answer.
         p = hi if abs(x - hi) < abs(x - lo) else lo
         stepped = newton_from(p, info[p][2], lo, hi)

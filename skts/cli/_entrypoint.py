@@ -18,6 +18,10 @@ from skts.cli._common import (
     _Parser,
 )
 
+# Resamples at most (each holds a few sums per bin and class: a million of
+# them is already gigabytes at 100 classes).
+MAX_BOOTSTRAP = 1_000_000
+
 # Each command: its module's format_parser (options) and main (what it does).
 _COMMANDS = (_demo, _fit, _apply, _report)
 
@@ -68,8 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         command = f"skts {args.command}"
-        if getattr(args, "bootstrap", 0) < 0:
-            raise CLIError("--bootstrap must be >= 0")
+        if not 0 <= getattr(args, "bootstrap", 0) <= MAX_BOOTSTRAP:
+            raise CLIError(
+                f"--bootstrap must be between 0 and {MAX_BOOTSTRAP:,}; got "
+                f"{args.bootstrap:,}"
+            )
         return int(args.func(args))
     except CLIError as exc:
         print(f"{command}: error: {exc}", file=sys.stderr)

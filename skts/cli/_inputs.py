@@ -9,6 +9,7 @@ import glob
 import json
 import math
 import os
+import pickle
 import sys
 import warnings
 from collections.abc import Iterator
@@ -164,9 +165,16 @@ def _load_torch(p: Path, what: str, key: str | None):
             "or save the tensor as .npy or .safetensors"
         ) from None
     try:
-        obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError:  # the legacy format cannot be memory-mapped
-        obj = torch.load(p, map_location="cpu", weights_only=True)
+        try:
+            obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # the legacy format cannot be memory-mapped
+            obj = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CLIError(
+            f"{what} file {str(p)!r} holds pickled objects other than tensors, "
+            "which skts does not load (torch.load(weights_only=True) refuses "
+            "them); save the tensors alone, or as .npy or .safetensors"
+        ) from None
     if isinstance(obj, dict):
         names = sorted(k for k, v in obj.items() if isinstance(v, torch.Tensor))
         obj = obj[_choose(names, key, str(p), what)]
@@ -200,6 +208,9 @@ def _check_magic(p: Path, suffix: str, what: str) -> None:
         )
 
 
+_FILE_SUFFIXES = (".npy", ".npz", ".safetensors", ".pt", ".csv", ".txt")
+
+
 def _is_shards(path: str) -> bool:
     """A folder, or a glob pattern: ``.npy`` shards read lazily with Dask."""
     return os.path.isdir(path) or any(c in path for c in "*?[")
@@ -208,12 +219,19 @@ def _is_shards(path: str) -> bool:
 def _shard_files(spec: str, what: str) -> list[Path]:
     """The ``.npy`` files of a folder or glob, sorted by name (the order of
     the rows, and how logits and labels shards are paired)."""
+    if os.path.isdir(spec) and Path(spec).suffix.lower() in _FILE_SUFFIXES:
+        raise CLIError(
+            f"{what} {spec!r} is a directory, not a {Path(spec).suffix} file (a "
+            "folder of .npy shards is named without a file extension)"
+        )
     if os.path.isdir(spec):
         files = sorted(Path(spec).glob("*.npy"))
     else:
         files = sorted(Path(p) for p in glob.glob(spec))
     if not files:
         raise CLIError(f"no .npy shards found for {what} {spec!r}")
+    # Absolute: the paths travel to workers whose working folder may differ.
+    files = [f.resolve() for f in files]
     for f in files:
         if f.suffix.lower() != ".npy" or not f.is_file():
             raise CLIError(

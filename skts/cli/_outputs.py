@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +27,15 @@ def _check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], force: 
     for out in given:
         if os.path.realpath(out) in resolved_inputs:
             raise CLIError(f"refusing to overwrite the input file {out!r}")
-        if os.path.exists(out) and not force:
+        if os.path.isdir(out):
+            raise CLIError(f"output {out!r} is a directory; name a file")
+        if os.path.islink(out) and not os.path.exists(out):
+            target = os.readlink(out)
+            raise CLIError(
+                f"output {out!r} is a symbolic link to {target!r}, which does not "
+                "exist; remove the link or name another file"
+            )
+        if os.path.lexists(out) and not force:
             raise CLIError(f"output file {out!r} exists; pass --force to overwrite it")
         folder = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(folder):
@@ -34,7 +44,25 @@ def _check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], force: 
 
 # Temporary outputs are hidden files named after the writing process, so that
 # a later run can tell (and remove) those of a process that was killed.
-_TEMP_PATTERN = re.compile(r"\.skts-(\d+)-")
+_TEMP_PATTERN = re.compile(r"\.skts-([0-9a-f]{12})-(\d+)-")
+
+
+def _host_token() -> str:
+    """Who writes a temporary: this machine, boot and PID namespace (a pid
+    means something only there). A folder shared between machines or
+    containers (NFS, a volume, a job array) holds other hosts' temporaries,
+    whose pids say nothing here."""
+    parts = [socket.gethostname()]
+    for path in ("/proc/sys/kernel/random/boot_id", "/etc/machine-id"):
+        with contextlib.suppress(OSError):
+            parts.append(Path(path).read_text().strip())
+    with contextlib.suppress(OSError):
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+
+
+def _temp_prefix() -> str:
+    return f".skts-{_host_token()}-{os.getpid()}-"
 
 
 def _alive(pid: int) -> bool:
@@ -48,15 +76,19 @@ def _alive(pid: int) -> bool:
 
 
 def _remove_stale_temporaries(folder: str) -> None:
-    """Remove ``.skts-<pid>-*`` files of processes that no longer run (left by
-    a SIGKILL, which no program can clean up after)."""
+    """Remove ``.skts-<host>-<pid>-*`` files of this host's processes that no
+    longer run (left by a SIGKILL, which no program can clean up after).
+    Other hosts' temporaries, and ones without a host, are left alone."""
+    host = _host_token()
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             found = _TEMP_PATTERN.match(entry.name)
-            if found and int(found.group(1)) != os.getpid():
-                if not _alive(int(found.group(1))):
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
+            if not found or found.group(1) != host:
+                continue
+            pid = int(found.group(2))
+            if pid != os.getpid() and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def _publish(tmp: str, path: str, force: bool) -> None:
@@ -98,7 +130,7 @@ def _atomic_outputs(paths: Sequence[str], force: bool = False) -> Iterator[list[
             folder = os.path.dirname(os.path.abspath(path))
             _remove_stale_temporaries(folder)
             fd, tmp = tempfile.mkstemp(
-                prefix=f".skts-{os.getpid()}-", suffix=Path(path).suffix, dir=folder
+                prefix=_temp_prefix(), suffix=Path(path).suffix, dir=folder
             )
             os.close(fd)
             temps.append(tmp)

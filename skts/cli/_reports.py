@@ -94,7 +94,7 @@ def _load_groups(path: str, n_samples: int) -> NDArray:
             f"the logits have {n_samples} rows but groups file {path!r} has "
             f"{arr.shape[0]} labels"
         )
-    return arr
+    return _validation.check_groups(arr, n_samples, name=f"groups file {path!r}")
 
 
 def _check_lazy_options(args: argparse.Namespace) -> None:

@@ -133,7 +133,13 @@ def _check_targets(y_true, y_prob, labels=None):
                 "to say which column is which."
             )
     else:
-        labels = np.asarray(labels)
+        labels = column_or_1d(np.asarray(labels))
+        values, counts = np.unique(labels, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(
+                f"labels must be unique (one per column of y_prob); got "
+                f"{values[counts > 1][0].item()!r} {int(counts.max())} times."
+            )
         if len(labels) != n_classes:
             raise ValueError(
                 f"labels has {len(labels)} entries but y_prob has {n_classes} columns."

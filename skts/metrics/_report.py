@@ -113,16 +113,20 @@ def _group_table(report: CalibrationReport) -> str:
     return "\n".join(lines)
 
 
-def _row_stats(idx, proba, n_bins, log_proba=None) -> dict[str, NDArray]:
+def _row_stats(
+    idx, proba, n_bins, log_proba=None, predicted=None
+) -> dict[str, NDArray]:
     """Per-row quantities behind every report metric (uniform bins).
 
     With ``log_proba`` (from logits) the log-loss is exact; without, the
     probabilities are clipped to [eps, 1 - eps] as scikit-learn's log_loss does.
+    ``predicted`` (from logits: their first argmax, what ``predict`` says)
+    decides correctness; without, the first argmax of ``proba``.
     """
     n, n_classes = proba.shape
     rows = np.arange(n)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    top = np.argmax(proba, axis=1)
+    top = np.argmax(proba, axis=1) if predicted is None else predicted
     conf = proba[rows, top]
     p_y = proba[rows, idx]
     eps = np.finfo(np.float64).eps
@@ -244,9 +248,12 @@ def _streamed_sums(
                 for c in share
             ]
         rows_left -= m
+        # Correct means what predict says: the first argmax of the logits
+        # (rounded probabilities of a near-tie may point elsewhere).
+        predicted = np.asarray(z).argmax(axis=1)
         for i, t in enumerate(temperatures):
             log_proba = log_softmax(z, t)
-            stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba)
+            stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba, predicted)
             sums[i] += _report_sums(stats, np.ones(m), k, n_bins)
             for b, w in enumerate(counts):
                 boot[i, b] += _report_sums(stats, w, k, n_bins)
