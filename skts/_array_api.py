@@ -29,6 +29,7 @@ from skts._numerics import (
     BIG,
     EXP_FLOOR,
     F32_BLOCKS,
+    HP_DIGITS,
     Rows,
     blocks,
     exact_part,
@@ -392,13 +393,14 @@ class XpRows(Rows):
 
         return self._each(block)
 
-    def exact_parts(self, temperatures):
+    def exact_parts(self, temperatures, digits=HP_DIGITS):
         return exact_part(
             _HostBlocks(self.logits, self.xp),
             self.y_host,
             self.w_host,
             self.total,
             temperatures,
+            digits,
         )
 
     # -- the rest of Rows ----------------------------------------------------
@@ -426,7 +428,7 @@ class XpRows(Rows):
             z = z.astype(np.float32)
         w = self.w_host
         return (
-            np.ascontiguousarray(z),
+            np.require(z, None, "CA"),
             np.asarray(self.y_host[rows]),
             None if w is None else np.asarray(w[rows]),
         )

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from skts._numerics import (
     F32_BLOCKS,
+    HP_DIGITS,
     Rows,
     add,
     blocks,
@@ -380,8 +381,8 @@ class DaskRows(Rows):
             Rows.window_parts, temperatures, exact_t, spread, deriv_at
         )
 
-    def exact_parts(self, temperatures):
-        return self._each_piece(Rows.exact_parts, temperatures)
+    def exact_parts(self, temperatures, digits=HP_DIGITS):
+        return self._each_piece(Rows.exact_parts, temperatures, digits)
 
     def readable(self) -> bool:
         return False  # (the warm start gathers a small subsample)

@@ -79,6 +79,7 @@ cdef int NLL = 0, SLOPES = 1, DERIV = 2, WINDOW = 3
 # (skts._numerics._blocks).
 BLOCK_ELEMENTS = 1 << 16
 cdef Py_ssize_t _BLOCK_ELEMENTS = 1 << 16
+_CA = ("C", "A")  # contiguous and aligned (np.require)
 
 
 cdef inline Py_ssize_t _rows_per_block(Py_ssize_t k) noexcept nogil:
@@ -103,13 +104,15 @@ def openmp():
 
 cpdef bint supports(logits, bint strided=True):
     """Whether the kernel reads ``logits`` in place: a NumPy float32/float64
-    array, C-contiguous, or (``strided``, above 32 classes) with contiguous
-    rows any number of elements apart (a view of every k-th row)."""
+    array, aligned for its type, C-contiguous, or (``strided``, above 32
+    classes) with contiguous rows any number of elements apart (a view of
+    every k-th row)."""
     if not (
         isinstance(logits, np.ndarray)
         and logits.ndim == 2
         and logits.dtype in (np.float32, np.float64)
         and logits.shape[1] >= 1
+        and logits.flags.aligned
     ):
         return False
     if logits.flags.c_contiguous:
@@ -129,8 +132,8 @@ cdef _check_logits(logits, bint strided):
     # Memory safety is checked here, not trusted to the caller.
     if not supports(logits, strided):
         raise ValueError(
-            "skts kernel: logits must be a 2-D float32 or float64 NumPy array "
-            "with contiguous rows; got "
+            "skts kernel: logits must be a 2-D float32 or float64 NumPy array, "
+            "aligned, with contiguous rows; got "
             f"{type(logits).__name__} {getattr(logits, 'dtype', '?')} of shape "
             f"{getattr(logits, 'shape', '?')}."
         )
@@ -182,8 +185,10 @@ cdef tuple _run(
     cdef Py_ssize_t step = _rows_per_block(k)
     cdef Py_ssize_t n_blocks = (n + step - 1) // step
     cdef bint facts = base.facts
-    b_arr = np.ascontiguousarray(betas, dtype=np.float64)
-    t_arr = np.ascontiguousarray(temperatures, dtype=np.float64)
+    # (np.require: contiguous and aligned; an array unpickled from a buffer,
+    # say after a Dask transfer, can be contiguous yet misaligned)
+    b_arr = np.require(betas, np.float64, _CA)
+    t_arr = np.require(temperatures, np.float64, _CA)
     if b_arr.ndim != 1 or t_arr.ndim != 1:
         raise ValueError("skts kernel: betas and temperatures must be 1-D.")
     if b_arr.shape[0] != t_arr.shape[0]:
@@ -192,11 +197,11 @@ cdef tuple _run(
             "temperatures."
         )
     cdef Py_ssize_t nt = b_arr.shape[0]
-    y_arr = np.ascontiguousarray(y, dtype=np.int64)
+    y_arr = np.require(y, np.int64, _CA)
     _check_rows(y_arr, n, "y")
     w_arr = None
     if sample_weight is not None:
-        w_arr = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        w_arr = np.require(sample_weight, np.float64, _CA)
         _check_rows(w_arr, n, "sample_weight")
     if not (total > 0.0):
         raise ValueError(f"skts kernel: total weight must be > 0; got {total!r}.")
@@ -233,19 +238,22 @@ cdef tuple _run(
     base.mx_in = NULL
     base.mx_out = NULL
     if row_max is not None:
+        row_max = np.require(row_max, None, _CA)
         if row_max.shape != (n,) or row_max.dtype != np.float64:
             raise ValueError("row_max must be float64 of one value per row")
         mx_v = row_max
         base.mx_in = &mx_v[0]
     if row_max_out is not None:
-        if row_max_out.shape != (n,) or row_max_out.dtype != np.float64:
+        if (row_max_out.shape != (n,) or row_max_out.dtype != np.float64
+                or not row_max_out.flags.aligned):
             raise ValueError("row_max_out must be float64 of one value per row")
         mx_out_v = row_max_out
         base.mx_out = &mx_out_v[0]
     cdef double[::1] span_v
     base.span_out = NULL
     if span_out is not None:
-        if span_out.shape != (n_blocks,) or span_out.dtype != np.float64:
+        if (span_out.shape != (n_blocks,) or span_out.dtype != np.float64
+                or not span_out.flags.aligned):
             raise ValueError("span_out must be float64 of one value per block")
         span_v = span_out
         base.span_out = &span_v[0]
@@ -486,7 +494,7 @@ def varies(logits, sample_weight):
     cdef const double[::1] w_v
     cdef const double *w_p = NULL
     if sample_weight is not None:
-        w_arr = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        w_arr = np.require(sample_weight, np.float64, _CA)
         _check_rows(w_arr, n, "sample_weight")
         w_v = w_arr
         w_p = &w_v[0]

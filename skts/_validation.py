@@ -152,14 +152,18 @@ def check_logits(
         binary = ndim == 1 or np.shape(logits)[1] == 1
     else:
         binary = False
-    arr = check_array(
-        logits,
-        dtype=[np.float64, np.float32],
-        input_name=name,
-        ensure_min_samples=0,
-        ensure_min_features=0,
-        ensure_2d=False,
-    )
+    # (scikit-learn's fast finiteness test sums the array: logits near the
+    # float range overflow that sum, and its slow test then decides, as it
+    # should; the sum's warnings are noise)
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = check_array(
+            logits,
+            dtype=[np.float64, np.float32],
+            input_name=name,
+            ensure_min_samples=0,
+            ensure_min_features=0,
+            ensure_2d=False,
+        )
     if binary:
         d = arr.reshape(-1)
         arr = np.column_stack([np.zeros_like(d), d])
@@ -230,13 +234,14 @@ def check_weights(sample_weight, n_samples: int) -> NDArray | None:
         return None
     if isinstance(sample_weight, Real):
         sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
-    sample_weight = check_array(
-        sample_weight,
-        ensure_2d=False,
-        dtype=np.float64,
-        input_name="sample_weight",
-        ensure_min_samples=0,
-    )
+    with np.errstate(over="ignore", invalid="ignore"):  # (see check_logits)
+        sample_weight = check_array(
+            sample_weight,
+            ensure_2d=False,
+            dtype=np.float64,
+            input_name="sample_weight",
+            ensure_min_samples=0,
+        )
     if sample_weight.shape != (n_samples,):
         raise ValueError(
             f"sample_weight must have shape ({n_samples},); got {sample_weight.shape}."

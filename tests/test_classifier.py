@@ -673,3 +673,16 @@ def test_folds_that_saw_two_of_three_classes_are_calibrated_not_refused(ensemble
     proba = clf.predict_proba(X)
     assert proba.shape == (len(y), 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_a_class_with_one_member_under_the_default_cv_is_calibrated():
+    # (issue 25) the default stratified CV with a class of one sample: the
+    # folds without it are cross-fitted as above, not refused.
+    X, y = make_classification(n_samples=120, n_classes=3, n_informative=4, random_state=1)
+    y[0] = 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (scikit-learn's split)
+        clf = TemperatureScaledClassifier(LogisticRegression(max_iter=1000)).fit(X, y)
+    assert clf.classes_.tolist() == [0, 1, 2, 3]
+    assert np.isfinite(clf.temperature_)
+    np.testing.assert_allclose(clf.predict_proba(X).sum(axis=1), 1.0, rtol=1e-12)

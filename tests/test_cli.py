@@ -1293,3 +1293,18 @@ def test_a_folder_named_like_a_file_is_said_to_be_a_folder(files, tmp_path):
         "--out", "c.json", cwd=tmp_path,
     )  # fmt: skip
     assert_one_line_error(r, "logits 'adir.npy' is a directory, not a .npy file")
+
+
+@pytest.mark.parametrize(("spec", "want"), [("5e-324,1", 1.0), ("1e-320,1e-319", 1e-319)])
+def test_subnormal_candidates_follow_the_rule_on_the_command_line(tmp_path, spec, want):
+    # (issue 25) the smallest candidate and numpy's "overflow encountered in
+    # scalar divide" were printed; the rule's answer, no numpy warning.
+    np.save(tmp_path / "z.npy", np.array([[0.4, -0.4], [1.9, 0.3]]))
+    np.save(tmp_path / "y.npy", np.array([0, 1]))
+    r = run(
+        "fit", "--logits", "z.npy", "--labels", "y.npy", "--temperatures", spec,
+        "--out", "c.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "RuntimeWarning" not in r.stderr and "overflow" not in r.stderr
+    assert _json(tmp_path / "c.json")["temperature"] == want

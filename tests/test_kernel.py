@@ -32,6 +32,7 @@ def block_pass(z, y, w, total, betas, temperatures, read, **options):
     out = _ENTRIES[read](z, y, w, total, betas, temperatures, **options)
     return out if isinstance(out, tuple) else (out, None)
 
+
 U64 = 2.0**-53
 U32 = 2.0**-24
 
@@ -141,7 +142,15 @@ def test_higher_derivatives_match_a_long_double_reference(k, weighted):
             z, y, w, total, [beta], [1 / beta], mode, n_threads=2, **options
         )
         more, _ = block_pass(
-            z, y, w, total, [beta], [1 / beta], mode, n_threads=2, higher=True,
+            z,
+            y,
+            w,
+            total,
+            [beta],
+            [1 / beta],
+            mode,
+            n_threads=2,
+            higher=True,
             **options,
         )
         assert more.shape[2] == plain.shape[2] + 2
@@ -152,8 +161,15 @@ def test_higher_derivatives_match_a_long_double_reference(k, weighted):
         block_pass(z, y, w, total, [beta], [1 / beta], "nll", higher=True)
     with pytest.raises(ValueError, match="higher"):
         block_pass(
-            z, y, w, total, [beta, beta * (1 + 1e-10)], [1 / beta, 1 / beta],
-            "slopes", pair=True, higher=True,
+            z,
+            y,
+            w,
+            total,
+            [beta, beta * (1 + 1e-10)],
+            [1 / beta, 1 / beta],
+            "slopes",
+            pair=True,
+            higher=True,
         )
 
 
@@ -540,9 +556,20 @@ def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
         ("window", b3, {"single": True, "deriv_at": 1}),
         ("window", b3[:1], {"single": True}),
     ]:
-        plain = block_pass(z, y, w, total, betas, 1 / betas, mode, n_threads=2, **options)
+        plain = block_pass(
+            z, y, w, total, betas, 1 / betas, mode, n_threads=2, **options
+        )
         known = block_pass(
-            z, y, w, total, betas, 1 / betas, mode, n_threads=2, row_max=found, **options
+            z,
+            y,
+            w,
+            total,
+            betas,
+            1 / betas,
+            mode,
+            n_threads=2,
+            row_max=found,
+            **options,
         )
         assert np.array_equal(plain[0], known[0], equal_nan=True), (mode, options)
     with pytest.raises(ValueError, match="row_max"):
@@ -595,7 +622,10 @@ def test_every_entry_point_checks_the_shapes_it_is_given(read):
         ((z, y, w[:-1], 1000.0, [1.0], [1.0]), "sample_weight must be 1-D"),
         ((z, y, w, 1000.0, [1.0, 2.0], [1.0]), "2 betas but 1 temperatures"),
         ((z, y, w, 0.0, [1.0], [1.0]), "total weight must be > 0"),
-        ((z, np.where(y == 3, 5, y), w, 1000.0, [1.0], [1.0]), r"class indices in \[0, 5\); got 5 at row"),
+        (
+            (z, np.where(y == 3, 5, y), w, 1000.0, [1.0], [1.0]),
+            r"class indices in \[0, 5\); got 5 at row",
+        ),
         ((z, np.where(y == 3, -1, y), w, 1000.0, [1.0], [1.0]), r"got -1 at row"),
         ((z[:, ::2], y, w, 1000.0, [1.0], [1.0]), "logits must be a 2-D float32"),
         ((z.astype(np.float16), y, w, 1000.0, [1.0], [1.0]), "logits must be"),
@@ -616,3 +646,35 @@ def test_the_block_size_is_the_kernels():
     assert BLOCK_ELEMENTS == _kernel.BLOCK_ELEMENTS == 1 << 16
     for k in (1, 2, 7, 1000, 1 << 17):
         assert rows_per_block(k) == max(1, (1 << 16) // k)
+
+
+def _misaligned(a):
+    """A contiguous copy of ``a`` whose data sit one byte off alignment (as
+    an array unpickled from a buffer, say after a Dask transfer, can)."""
+    buf = np.zeros(a.nbytes + 1, dtype=np.uint8)
+    out = np.frombuffer(buf.data, np.uint8, a.nbytes, 1).view(a.dtype)
+    out = out.reshape(a.shape)
+    out[...] = a
+    assert out.flags.c_contiguous and not out.flags.aligned
+    return out
+
+
+def test_misaligned_arrays_are_copied_not_read_in_place():
+    # (found by the UndefinedBehaviorSanitizer job: a misaligned float load)
+    from skts._numerics import default_temperatures, softmax
+
+    rng = np.random.default_rng(10)
+    z = (rng.normal(size=(3000, 40)) * 3).astype(np.float32)
+    y = rng.integers(0, 40, 3000)
+    w = rng.uniform(0.5, 2.0, 3000)
+    assert not _kernel.supports(_misaligned(z))
+    want = grid_search(z, y, default_temperatures(), w)
+    got = grid_search(
+        _misaligned(z), _misaligned(y), default_temperatures(), _misaligned(w)
+    )
+    assert got == want
+    assert np.array_equal(softmax(_misaligned(z), 2.0), softmax(z, 2.0))
+    with pytest.raises(ValueError, match="aligned"):
+        _kernel.nll(_misaligned(z), y, w, 3000.0, [1.0], [1.0])
+    sums = _kernel.nll(z, _misaligned(y), _misaligned(w), float(w.sum()), [1.0], [1.0])
+    assert np.array_equal(sums, _kernel.nll(z, y, w, float(w.sum()), [1.0], [1.0]))

@@ -367,3 +367,27 @@ def test_output_dtype_is_what_the_user_asks_for(data):
         )
     with pytest.raises(ValueError, match="dtype"):
         TemperatureScaler(dtype=np.int64).fit(z, y)
+
+
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+def test_logits_near_the_float32_limit_give_no_runtime_warning(solver):
+    # (issue 25) scikit-learn's finiteness test summed +-FLT_MAX rows into
+    # inf - inf: "invalid value encountered in reduce" reached the user.
+    import warnings
+
+    from skts.metrics import calibration_report
+
+    big = np.finfo(np.float32).max
+    z = np.array(
+        [[big, big, 0], [-big, -big, 1], [0, 1, 2], [1, 0, 0.5]] * 50,
+        dtype=np.float32,
+    )
+    y = np.array([0, 2, 2, 1] * 50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)  # (the boundary warning)
+        scaler = TemperatureScaler(solver=solver).fit(z, y, sample_weight=np.ones(200))
+        proba = scaler.predict_proba(z)
+        calibration_report(y, proba)
+    assert np.isfinite(scaler.validation_loss_)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)

@@ -1004,3 +1004,33 @@ def test_the_continuous_solver_ends_in_one_read_at_an_exact_end(low, high, n_cop
     assert result.temperature == 2.0
     assert result.n_passes == 1 and result.at_boundary
     assert result.loss == pytest.approx(nll(z, y, 2.0), rel=1e-12)
+
+
+@pytest.mark.parametrize(("gap", "decided"), [(1e-25, True), (1e-70, True), (1e-120, False)])
+def test_ties_below_fifty_digits_are_decided_up_to_the_stated_limit(gap, decided):
+    # (issue 25) z = [[a, 0], [0, a]], y = [0, 0]: L(T) = log 2 + (a/T)**2 / 8
+    # + ..., strictly falling in T, by about 1e-50 (a = 1e-25) or 1e-140
+    # relative (a = 1e-70) between candidates: the evaluator escalates to 200
+    # digits and finds the rule's answer, the largest T. Below its stated
+    # resolution (about 1e-195 relative; a = 1e-120 gives 1e-240) the
+    # losses count as equal: the smallest T.
+    import mpmath
+
+    from skts._numerics import MAX_DIGITS
+
+    z = np.array([[gap, 0.0], [0.0, gap]])
+    y = np.array([0, 0])
+    grid = np.array([0.5, 1.0, 2.0])
+    with mpmath.workdps(400):
+        a = mpmath.mpf(gap)
+        losses = [
+            (a / t + 2 * mpmath.log1p(mpmath.exp(-a / t))) / 2
+            for t in (mpmath.mpf(v) for v in grid)
+        ]
+        assert losses[0] > losses[1] > losses[2]
+        spread = (losses[0] - losses[2]) / losses[2]
+    assert (spread > mpmath.mpf(10) ** -(MAX_DIGITS - 5)) == decided
+    want = grid[-1] if decided else grid[0]
+    assert grid_search(z, y, grid).temperature == want
+    full = default_temperatures()
+    assert grid_search(z, y, full).temperature == (full[-1] if decided else full[0])

@@ -72,7 +72,7 @@ from skts._numerics._candidates import (
 )
 from skts._numerics._compiled import kernel
 from skts._numerics._continuous import search_continuous, solve_continuous
-from skts._numerics._exact import exact_part
+from skts._numerics._exact import HP_DIGITS, MAX_DIGITS, exact_part, exact_rule
 from skts._numerics._grid import grid_search, search_grid
 from skts._numerics._passes import Rows, Slopes, Window, derivatives, nll, nll_many
 from skts._numerics._result import (
@@ -93,6 +93,8 @@ __all__ = [
     "F32_BLOCKS",
     "FLUSH",
     "FLUSH_X",
+    "HP_DIGITS",
+    "MAX_DIGITS",
     "MAX_GRID_POINTS",
     "BoundaryTemperatureWarning",
     "Rows",
@@ -105,6 +107,7 @@ __all__ = [
     "default_temperatures",
     "derivatives",
     "exact_part",
+    "exact_rule",
     "fold",
     "geometric_grid",
     "grid_search",

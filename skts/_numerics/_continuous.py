@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from skts._numerics._exact import hp_context
+from skts._numerics._exact import exact_rule
 from skts._numerics._passes import Rows, Slopes
 from skts._numerics._result import SearchResult
 from skts._numerics._steer import float32_range, one_read_bracket, warm_start
@@ -300,13 +300,7 @@ def _with_a_huge_beta(
             return SearchResult(found.temperature, found.loss, at_end, found.n_passes)
         passes = found.n_passes
     ends = [t_min, min(t_max, TINY_T)] if t_max > t_min else [t_min]
-    values, rel = rows.exact(ends)
-    passes += 1
-    ctx = hp_context()
-    top = ctx.multiply(min(values), ctx.add(1, rel))
-    k = next(
-        i for i, v in enumerate(values) if ctx.multiply(v, ctx.subtract(1, rel)) <= top
-    )
+    k, loss, reads = exact_rule(rows, ends)
     t = float(ends[k])
     # (a loss beyond float64's range is reported as inf)
-    return SearchResult(t, float(values[k]), t in (t_min, t_max), passes)
+    return SearchResult(t, float(loss), t in (t_min, t_max), passes + reads)

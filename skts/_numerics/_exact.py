@@ -22,20 +22,30 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HP_DIGITS",
+    "MAX_DIGITS",
     "combine_exact",
     "decide",
     "exact_part",
+    "exact_rule",
     "exact_values",
     "hp_context",
 ]
 
 # Digits of the evaluator that decides near-ties (Python's decimal module:
-# correctly rounded exp and ln).
+# correctly rounded exp and ln), and the most it escalates to for candidates
+# still tied at fewer: losses that differ by more than about 1e-195 relative
+# are told apart; closer ones count as equal (and go to the smallest T).
 HP_DIGITS = 50
+MAX_DIGITS = 200
 
 
 def exact_values(
-    totals, weight_sum, n_samples: int, n_classes: int, n_parts: int
+    totals,
+    weight_sum,
+    n_samples: int,
+    n_classes: int,
+    n_parts: int,
+    digits: int = HP_DIGITS,
 ) -> tuple[list[decimal.Decimal], decimal.Decimal]:
     """``L(T)`` to about 50 significant digits from the weighted sums of
     :func:`exact_part` (folded over the rows with :func:`combine_exact`):
@@ -60,34 +70,39 @@ def exact_values(
 
     About 10 microseconds per logit and temperature: only near-ties use it.
     """
-    ctx = hp_context()
+    ctx = hp_context(digits)
     values = [ctx.divide(t, weight_sum) for t in totals]
     extra = n_classes + n_samples + 40 + n_parts
-    rel = decimal.Decimal(extra).scaleb(1 - HP_DIGITS)
+    rel = decimal.Decimal(extra).scaleb(1 - digits)
     return values, rel
 
 
-def hp_context() -> decimal.Context:
-    return decimal.Context(prec=HP_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+def hp_context(digits: int = HP_DIGITS) -> decimal.Context:
+    return decimal.Context(prec=digits, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
-def combine_exact(a, b):
-    ctx = hp_context()
+def combine_exact(a, b, digits: int = HP_DIGITS):
+    ctx = hp_context(digits)
     totals = [ctx.add(u, v) for u, v in zip(a[0], b[0], strict=True)]
     return totals, ctx.add(a[1], b[1])
 
 
-def exact_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
+def exact_part(
+    logits, y, sample_weight, total, temperatures, digits=HP_DIGITS, *, n_jobs=None
+):
     """The weighted sums of :meth:`~skts._numerics.Rows.exact` over some
-    rows, and their weight."""
-    ctx = hp_context()
+    rows, and their weight, to ``digits`` significant digits."""
+    ctx = hp_context(digits)
     wide = ctx.copy()
-    wide.prec = HP_DIGITS + 22
+    # ln(1 + r) for r above `small` loses log10(1/r) digits to the rounding
+    # of 1 + r (0.4 digits more per digit: 22 at 50 digits); below, the
+    # series to r**3 / 3 leaves r**3 relative, under 10**-digits.
+    wide.prec = digits + math.ceil(0.44 * digits)
     dec = decimal.Decimal
     n_samples, n_classes = logits.shape
     inverse = [ctx.divide(1, dec(float(t))) for t in temperatures]
-    margin = dec((HP_DIGITS + 5) * math.log(10.0) + math.log(n_classes))
-    small = dec("1e-20")
+    margin = dec((digits + 5) * math.log(10.0) + math.log(n_classes))
+    small = dec(1).scaleb(-math.ceil(0.4 * digits))
     totals = [dec(0)] * len(inverse)
     weight_sum = dec(0)
     for rows in blocks(n_samples, n_classes):
@@ -134,7 +149,7 @@ def exact_part(logits, y, sample_weight, total, temperatures, *, n_jobs=None):
 
 def decide(
     rows: Rows, cand: NDArray, values: dict[int, float]
-) -> tuple[int, float, bool]:
+) -> tuple[int, float, int]:
     """The exact rule among candidates (indices into the ascending ``cand``)
     whose float64 losses are ``values``; every other candidate is known to
     be worse.
@@ -143,8 +158,8 @@ def decide(
     within the evaluator's proven error bound are decided by
     :meth:`~skts._numerics.Rows.exact`; values that agree within its (about 1e-47
     relative) bound count as equal, and equal losses go to the smallest
-    temperature. Returns the chosen index, its float64 loss, and whether the
-    high-precision evaluator ran.
+    temperature (:func:`exact_rule`). Returns the chosen index, its float64
+    loss, and how many high-precision reads ran.
     """
     c64 = error64_factor(rows.n_samples, rows.n_classes)
 
@@ -158,20 +173,41 @@ def decide(
     else:  # every loss overflowed float64: only the exact values can tell
         tied = [i for i, v in values.items() if not v < np.inf]
     if len(tied) == 1:
-        return best, top, False
+        return best, top, 0
     tied.sort()
-    exact, rel = rows.exact(cand[tied])
-    low = min(exact)
-    # In the evaluator's precision: decimal's default context keeps 28 digits,
-    # which would merge losses that differ in the 35th.
-    ctx = hp_context()
-    top = ctx.multiply(low, ctx.add(1, rel))
-    chosen = next(
-        i
-        for i, v in zip(tied, exact, strict=True)
-        if ctx.multiply(v, ctx.subtract(1, rel)) <= top
-    )
+    k, exact, reads = exact_rule(rows, cand[tied])
+    chosen = tied[k]
     loss = values[chosen]
     if not np.isfinite(loss):
-        loss = float(exact[tied.index(chosen)])
-    return chosen, loss, True
+        loss = float(exact)
+    return chosen, loss, reads
+
+
+def exact_rule(rows: Rows, temperatures) -> tuple[int, decimal.Decimal, int]:
+    """The rule among ``temperatures`` (ascending) by their exact losses:
+    the index of the smallest candidate among the minimisers, its loss, and
+    the reads made.
+
+    At ``HP_DIGITS`` digits, candidates whose values agree within the
+    evaluator's proven bound cannot be ordered; those still tied with the
+    best are read again with twice the digits, up to ``MAX_DIGITS``. The
+    others are proven worse at any precision, so the tie set only shrinks.
+    Candidates still within the bound at ``MAX_DIGITS`` count as equal.
+    """
+    index = list(range(len(temperatures)))
+    digits, reads = HP_DIGITS, 0
+    while True:
+        exact, rel = rows.exact([temperatures[i] for i in index], digits=digits)
+        reads += 1
+        # In the evaluator's precision: decimal's default context keeps 28
+        # digits, which would merge losses that differ in the 35th.
+        ctx = hp_context(digits)
+        top = ctx.multiply(min(exact), ctx.add(1, rel))
+        close = [
+            (i, v)
+            for i, v in zip(index, exact, strict=True)
+            if ctx.multiply(v, ctx.subtract(1, rel)) <= top
+        ]
+        if len(close) == 1 or digits >= MAX_DIGITS:
+            return close[0][0], close[0][1], reads
+        index, digits = [i for i, _ in close], 2 * digits

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from skts._numerics._blocks import error64_factor, error_bound
-from skts._numerics._exact import decide, hp_context
+from skts._numerics._exact import decide, exact_rule
 from skts._numerics._passes import Rows
 from skts._numerics._result import SearchResult
 from skts._numerics._steer import float32_range, spacing, warm_start
@@ -147,18 +147,10 @@ def _with_huge_betas(
         contenders.append(normal[0])
     elif facts.separable:
         contenders = contenders[:1]  # F' < 0 for every beta: the smallest T
-    values, rel = rows.exact(contenders)
-    passes += 1
-    # The rule in the evaluator's precision (ties within its bound go to the
-    # smallest T; the contenders are in ascending T).
-    ctx = hp_context()
-    top = ctx.multiply(min(values), ctx.add(1, rel))
-    k = next(
-        i for i, v in enumerate(values) if ctx.multiply(v, ctx.subtract(1, rel)) <= top
-    )
+    k, loss, reads = exact_rule(rows, contenders)
     t = float(contenders[k])
     # (inf only where the loss exceeds float64's range)
-    return SearchResult(t, float(values[k]), t in (cand[0], cand[-1]), passes)
+    return SearchResult(t, float(loss), t in (cand[0], cand[-1]), passes + reads)
 
 
 def _ends(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,7 +44,7 @@ from skts._numerics._blocks import (
     weights_total,
 )
 from skts._numerics._compiled import kernel
-from skts._numerics._exact import combine_exact, exact_part, exact_values
+from skts._numerics._exact import HP_DIGITS, combine_exact, exact_part, exact_values
 from skts._numerics._steps import model_step
 from skts._numerics._threads import kernel_threads, map_blocks
 
@@ -368,14 +369,17 @@ class Rows:
         slope = None if deriv_at is None else (float(gh[0]), float(gh[1]))
         return Window(est, err, ref, slope)
 
-    def exact(self, temperatures):
-        """``L(T)`` at each of ``temperatures`` to about 50 significant
-        digits, and ``rel``, a proven bound on their relative error (see
-        :func:`~skts._numerics._exact.exact_values`)."""
+    def exact(self, temperatures, digits: int = HP_DIGITS):
+        """``L(T)`` at each of ``temperatures`` to about ``digits``
+        significant digits, and ``rel``, a proven bound on their relative
+        error (see :func:`~skts._numerics._exact.exact_values`)."""
         temperatures = [float(t) for t in temperatures]
-        totals, weight_sum = fold(combine_exact, self.exact_parts(temperatures))
+        totals, weight_sum = fold(
+            partial(combine_exact, digits=digits),
+            self.exact_parts(temperatures, digits),
+        )
         return exact_values(
-            totals, weight_sum, self.n_samples, self.n_classes, self.n_parts
+            totals, weight_sum, self.n_samples, self.n_classes, self.n_parts, digits
         )
 
     def flat(self) -> bool:
@@ -552,10 +556,10 @@ class Rows:
             est.shape[0],
         )
 
-    def exact_parts(self, temperatures):
+    def exact_parts(self, temperatures, digits: int = HP_DIGITS):
         """:meth:`exact`'s weighted sums over the rows and their weight."""
         return exact_part(
-            self.logits, self.y, self.sample_weight, self.total, temperatures
+            self.logits, self.y, self.sample_weight, self.total, temperatures, digits
         )
 
     # -- the kernel ----------------------------------------------------------
@@ -588,14 +592,15 @@ class Rows:
 
         def block(rows: slice):
             z = logits[rows]
-            if z.dtype != np.float64:
-                z = np.ascontiguousarray(z, dtype=np.float32)
+            # (a contiguous, aligned copy: np.require, since ascontiguousarray
+            # keeps a misaligned array as it is)
+            z = np.require(z, np.float64 if z.dtype == np.float64 else np.float32, "CA")
             # (each block's own span_out, gathered below like its sums)
             own = None
             if spans is not None:
                 own = np.full(-(-z.shape[0] // rows_per_block(n_classes)), np.inf)
             out = entry(
-                np.ascontiguousarray(z),
+                z,
                 y[rows],
                 None if w is None else w[rows],
                 float(total),

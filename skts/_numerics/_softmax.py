@@ -44,9 +44,7 @@ def _softmax(logits, temperature: float, log: bool, dtype, n_jobs) -> NDArray:
     out = np.empty((n_samples, n_classes), dtype=dtype)
     for rows in blocks(n_samples, n_classes):
         z = logits[rows]
-        z = np.ascontiguousarray(
-            z, dtype=np.float64 if z.dtype == np.float64 else np.float32
-        )
+        z = np.require(z, np.float64 if z.dtype == np.float64 else np.float32, "CA")
         out[rows] = kernel.softmax(z, beta, log, dtype, threads)
     return out
 

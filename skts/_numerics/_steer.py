@@ -70,7 +70,7 @@ def warm_start(
         sub, sub_y, sub_w = data.subsample(picked)
         if not kernel.supports(sub):
             dtype = np.float64 if sub.dtype == np.float64 else np.float32
-            sub = np.ascontiguousarray(sub, dtype=dtype)
+            sub = np.require(sub, dtype, "CA")  # (aligned too)
     if sub_w is not None and not sub_w.sum() > 0:
         sub_w = None
     whole = sub.shape[0] >= n_samples
@@ -86,7 +86,7 @@ def warm_start(
     def every(stride: int) -> Rows:
         small = sub[::stride] if stride > 1 else sub
         small_rows = sample_rows(
-            small if kernel.supports(small) else np.ascontiguousarray(small),
+            small if kernel.supports(small) else np.require(small, None, "CA"),
             sub_y[::stride],
             None if sub_w is None else sub_w[::stride],
         )
