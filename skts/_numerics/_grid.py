@@ -92,10 +92,11 @@ def search_grid(
     """
     cand = np.unique(np.asarray(temperatures, dtype=np.float64))  # ascending T
     n_cand = cand.shape[0]
-    with np.errstate(over="ignore"):
-        huge = ~np.isfinite(1.0 / cand)  # beta = 1/T beyond float64
-    if huge.any() and n_cand > 1:
-        return _with_huge_betas(rows, cand, huge, start)
+    if cand[0] < 1e-300 and n_cand > 1:  # (sorted: only then can 1/T overflow)
+        with np.errstate(over="ignore"):
+            huge = ~np.isfinite(1.0 / cand)  # beta = 1/T beyond float64
+        if huge.any():
+            return _with_huge_betas(rows, cand, huge, start)
     if n_cand == 1 or rows.flat():
         # One candidate, or L(T) = log(n_classes) exactly for every T: the rule
         # gives the smallest candidate without any floating-point comparison.
