@@ -357,28 +357,3 @@ def test_device_passes_at_the_ends_of_the_range(solver, edge):
         assert got.temperature_ == ref.temperature_
     else:
         assert got.temperature_ == pytest.approx(ref.temperature_, rel=1e-8)
-
-
-def test_device_passes_give_the_higher_derivatives_too():
-    # The cubic-model steps of the continuous solver need F''' and F'''' from
-    # its first float64 read; the device passes compute them in their
-    # namespace, as the kernel does on the host.
-    from skts._numerics import Rows as _Rows
-
-    z, y = _data(n=3000, k=12, seed=3)
-    w = np.random.default_rng(5).uniform(0, 2, size=3000)
-    device = xps.Device("device1")
-    rows = _array_api.XpRows(
-        xps.asarray(z.astype(np.float64), device=device), y, w, xps, device
-    )
-    host = _Rows(z.astype(np.float64), y, w)
-    for t in ([0.5], [1.7, 3.0]):
-        got, want = rows.slopes(t, higher=True), host.slopes(t, higher=True)
-        assert list(got.orders) == list(want.orders) == [4] * len(t)
-        np.testing.assert_allclose(got.steps, want.steps, rtol=1e-9)
-        betas = [1 / v for v in t]
-        np.testing.assert_allclose(
-            rows.derivatives(betas, higher=True),
-            host.derivatives(betas, higher=True),
-            rtol=1e-9,
-        )

@@ -106,6 +106,11 @@ def test_every_named_read_gives_the_numpy_answer(backend, problem):
         check(got.values[:, 0], want.values[:, 0], 2.0 * c64 * (np.abs(nll[0]) + 3.0))
         if options.get("span"):
             assert got.span == want.span
+        if options.get("higher"):
+            # the cubic model's steps (third and fourth derivatives), as the
+            # kernel's
+            assert list(got.orders) == list(want.orders) == [4]
+            check(got.steps, want.steps, 1e-9 * np.abs(want.steps))
 
     if same:
         # (the float32 window; the device backend reads float64 there)
