@@ -7,59 +7,53 @@ from inspect import signature
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
 from scipy.special import logsumexp
 from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
     MetaEstimatorMixin,
-    clone,
 )
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import check_cv, cross_val_predict
+from sklearn.model_selection import check_cv
 from sklearn.utils import get_tags, indexable
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
     MethodMapping,
-    _routing_enabled,
     process_routing,
 )
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (
-    _assert_all_finite,
-    _check_method_params,
-    _num_samples,
-    check_is_fitted,
-    column_or_1d,
-)
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from skts._array_api import (
     check_same_space,
-    host_logits,
     is_foreign,
-    namespace,
     space,
-    to_numpy,
 )
 from skts._fit import fit_temperature
 from skts._numerics import Rows, log_softmax, softmax
+from skts._responses import (
+    AUTO_METHODS,
+    fit_cross_validated,
+    fit_frozen,
+    fold_logits,
+    host,
+    like,
+    model_logits,
+    resolve_method,
+)
 from skts._sklearn_compat import (
     HasMethods,
     Interval,
     StrOptions,
-    enforce_prediction_order,
+    assert_all_finite,
     fit_context,
-    safe_indexing,
+    num_samples,
+    routing_enabled,
 )
-from skts._validation import check_logits, check_temperatures, check_weights
+from skts._validation import check_temperatures, check_weights
 
 __all__ = ["TemperatureScaledClassifier"]
-
-_AUTO_METHODS = ("decision_function", "predict_log_proba", "predict_proba")
-# log(predict_proba) is kept finite: a probability of 0 becomes log(tiny).
-_TINY = float(np.finfo(np.float64).tiny)
-_LOG_TINY = float(np.log(_TINY))
 
 
 class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
@@ -238,7 +232,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         if self.estimator is not None:
             return self.estimator
         estimator = LogisticRegression()
-        if _routing_enabled():
+        if routing_enabled():
             estimator.set_fit_request(sample_weight=True)
         return estimator
 
@@ -286,21 +280,21 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         # Under array_api_dispatch the estimator gets y as given (in X's
         # namespace); the calibration reads a NumPy copy (O(n)).
         y_fit = y
-        y = _host(y)
+        y = host(y)
         if np.asarray(y).dtype.kind == "f":
-            _assert_all_finite(np.asarray(y), input_name="y")
+            assert_all_finite(np.asarray(y), input_name="y")
         check_classification_targets(y)
         y = column_or_1d(y, warn=True)
         if y_fit is not None and not is_foreign(y_fit):
             y_fit = y
         X, y = indexable(X, y)
-        n_samples = _num_samples(X)
+        n_samples = num_samples(X)
         if n_samples == 0:
             raise ValueError("X is empty: need at least 1 sample to fit.")
         temperatures = check_temperatures(self.temperatures)
-        sample_weight = check_weights(_host(sample_weight), n_samples)
+        sample_weight = check_weights(host(sample_weight), n_samples)
         estimator = self._get_estimator()
-        method = _resolve_method(estimator, self.response_method)
+        method = resolve_method(estimator, self.response_method)
         frozen = isinstance(estimator, FrozenEstimator)
         ensemble = (not frozen) if self.ensemble == "auto" else bool(self.ensemble)
         if ensemble and frozen:
@@ -308,13 +302,13 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 "ensemble=True needs models fitted on cross-validation folds; "
                 "a FrozenEstimator is not refitted: use ensemble=False or 'auto'."
             )
-        if not frozen and method not in _AUTO_METHODS:
+        if not frozen and method not in AUTO_METHODS:
             raise ValueError(
                 f"response_method={method!r} cannot be cross-fitted "
-                f"(cross_val_predict takes {', '.join(_AUTO_METHODS)}); wrap a "
+                f"(cross_val_predict takes {', '.join(AUTO_METHODS)}); wrap a "
                 "fitted estimator in FrozenEstimator to use another method."
             )
-        if _routing_enabled():
+        if routing_enabled():
             routed = process_routing(
                 self, "fit", sample_weight=sample_weight, **fit_params
             )
@@ -324,7 +318,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             inner_params, split_params = dict(fit_params), {}
             if sample_weight is not None and not frozen:
                 if "sample_weight" in signature(estimator.fit).parameters:
-                    inner_params["sample_weight"] = _like(sample_weight, X)
+                    inner_params["sample_weight"] = like(sample_weight, X)
                 else:
                     warnings.warn(
                         f"{type(estimator).__name__}.fit does not accept "
@@ -336,9 +330,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
         fold_models = None
         if frozen:
-            fitted, classes, y_idx, logits = _fit_frozen(estimator, X, y, method)
+            fitted, classes, y_idx, logits = fit_frozen(estimator, X, y, method)
         else:
-            fitted, classes, y_idx, logits, fold_models = _fit_cross_validated(
+            fitted, classes, y_idx, logits, fold_models = fit_cross_validated(
                 estimator,
                 X,
                 y,
@@ -376,7 +370,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
     def _uncalibrated_logits(self, X):
         check_is_fitted(self)
-        return _logits(self.estimator_, X, self.response_method_, len(self.classes_))
+        return model_logits(
+            self.estimator_, X, self.response_method_, len(self.classes_)
+        )
 
     def _ensemble_log_proba(self, X):
         """``log mean_k softmax(z_k(X) / T)`` over the fold models, or None
@@ -386,7 +382,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             return None
         parts = [
             log_softmax(
-                _fold_logits(est, X, self.response_method_, self.classes_),
+                fold_logits(est, X, self.response_method_, self.classes_),
                 self.temperature_,
             )
             for est in self.estimators_
@@ -427,13 +423,13 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         if logits is not None:
             # The ensemble's calibrated logits: its log-probabilities.
             if len(self.classes_) == 2:
-                return _like(logits[:, 1] - logits[:, 0], X)
-            return _like(logits, X)
+                return like(logits[:, 1] - logits[:, 0], X)
+            return like(logits, X)
         logits = self._uncalibrated_logits(X)
         with np.errstate(over="ignore", under="ignore"):
             if len(self.classes_) == 2:
-                return _like((logits[:, 1] - logits[:, 0]) / self.temperature_, X)
-            return _like(logits / self.temperature_, X)
+                return like((logits[:, 1] - logits[:, 0]) / self.temperature_, X)
+            return like(logits / self.temperature_, X)
 
     def predict_proba(self, X):
         """Calibrated probabilities ``softmax(z(X) / temperature_)``.
@@ -463,8 +459,8 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         check_same_space(self, X, "predict_proba")
         log_proba = self._ensemble_log_proba(X)
         if log_proba is not None:
-            return _like(np.exp(log_proba), X)
-        return _like(softmax(self._uncalibrated_logits(X), self.temperature_), X)
+            return like(np.exp(log_proba), X)
+        return like(softmax(self._uncalibrated_logits(X), self.temperature_), X)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
@@ -496,8 +492,8 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         check_same_space(self, X, "predict_log_proba")
         log_proba = self._ensemble_log_proba(X)
         if log_proba is not None:
-            return _like(log_proba, X)
-        return _like(log_softmax(self._uncalibrated_logits(X), self.temperature_), X)
+            return like(log_proba, X)
+        return like(log_softmax(self._uncalibrated_logits(X), self.temperature_), X)
 
     def predict(self, X):
         """Class of the largest logit (the first on ties): unchanged by ``T``.
@@ -528,7 +524,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         logits = self._ensemble_log_proba(X)
         if logits is None:
             logits = self._uncalibrated_logits(X)
-        return _like(self.classes_[np.argmax(logits, axis=1)], X)
+        return like(self.classes_[np.argmax(logits, axis=1)], X)
 
     def get_metadata_routing(self):
         """Get metadata routing of this object.
@@ -574,245 +570,3 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         tags.input_tags.sparse = inner.input_tags.sparse
         tags.input_tags.allow_nan = inner.input_tags.allow_nan
         return tags
-
-
-def _fit_frozen(estimator, X, y, method: str):
-    """A frozen model: all of ``(X, y)`` is held out, nothing is refitted.
-    Returns the model, its classes, ``y`` as class indices and the logits."""
-    # An unfitted model inside FrozenEstimator: scikit-learn's error.
-    check_is_fitted(estimator.estimator)
-    classes = _host(estimator.classes_)
-    y_idx = _encode_seen(y, classes)
-    return estimator, classes, y_idx, _logits(estimator, X, method, len(classes))
-
-
-def _fit_cross_validated(
-    estimator, X, y, y_fit, cv, method, ensemble, inner_params, split_params, n_jobs
-):
-    """Out-of-fold logits for the temperature (the fold models kept with
-    ``ensemble``), then the estimator refitted on all the data. Returns the
-    refitted model, the classes, ``y`` as indices, the logits and the fold
-    models (None without ``ensemble``)."""
-    classes, y_idx = np.unique(y, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            "y must contain at least 2 classes to calibrate; got 1 class: "
-            f"{classes.tolist()!r}."
-        )
-    fold_models = None
-    if ensemble:
-        fold_models, oof = _cross_fit(
-            estimator, X, y_fit, cv, method, classes, inner_params, split_params,
-            n_jobs,
-        )  # fmt: skip
-    elif method == "decision_function" and _a_fold_misses_a_class(
-        cv, X, y, split_params, len(classes)
-    ):
-        # (cross_val_predict refuses a fold's one-column decision_function)
-        _, oof = _cross_fit(
-            estimator, X, y_fit, cv, method, classes, inner_params, split_params,
-            n_jobs,
-        )  # fmt: skip
-    else:
-        oof = cross_val_predict(
-            clone(estimator),
-            X,
-            y_fit,
-            cv=cv,
-            method=method,
-            n_jobs=n_jobs,
-            # With routing, cross_val_predict routes these again (to the
-            # estimator and the splitter, by their requests).
-            params={**inner_params, **split_params},
-        )
-    logits = _oof_to_logits(oof, method, len(classes))
-    fitted = clone(estimator).fit(X, y_fit, **inner_params)
-    if not np.array_equal(_host(fitted.classes_), classes):
-        raise ValueError(
-            "The refitted estimator's classes_ differ from the labels in y."
-        )
-    return fitted, classes, y_idx, logits, fold_models
-
-
-def _a_fold_misses_a_class(cv, X, y, split_params, n_classes: int) -> bool:
-    y = np.asarray(_host(y))
-    return any(
-        np.unique(y[train]).shape[0] < n_classes
-        for train, _ in cv.split(X, y, **split_params)
-    )
-
-
-def _resolve_method(estimator, response_method: str) -> str:
-    """Name of the estimator method that gives logits."""
-    if response_method in ("predict", "fit", "fit_predict", "score", "transform"):
-        raise ValueError(
-            f"response_method={response_method!r} does not return scores (logits "
-            "or probabilities); use 'auto', 'decision_function', "
-            "'predict_log_proba' or 'predict_proba'."
-        )
-    if response_method != "auto":
-        if not callable(getattr(estimator, response_method, None)):
-            raise ValueError(
-                f"response_method={response_method!r} is not a method of "
-                f"{type(estimator).__name__}."
-            )
-        return response_method
-    for name in _AUTO_METHODS:
-        if callable(getattr(estimator, name, None)):
-            return name
-    raise ValueError(
-        f"{type(estimator).__name__} has no decision_function, predict_log_proba "
-        "or predict_proba: no usable response method to compute logits."
-    )
-
-
-def _encode_seen(y, classes) -> np.ndarray:
-    """Indices of ``y`` in ``classes``; labels never seen are an error."""
-    seen = np.isin(y, classes)
-    if not seen.all():
-        unseen = np.unique(np.asarray(y)[~seen])
-        raise ValueError(
-            f"y contains labels the estimator never saw: {unseen.tolist()!r}; "
-            f"its classes_ are {classes.tolist()!r}."
-        )
-    order = np.argsort(classes, kind="stable")
-    return order[np.searchsorted(classes, y, sorter=order)]
-
-
-def _host(a):
-    """A NumPy array of an estimator's output or of labels, wherever they
-    live (under ``array_api_dispatch`` they may be tensors on a device:
-    responses are n x n_classes, a small copy beside X)."""
-    if a is None or not is_foreign(a):
-        return a if a is None else np.asarray(a)
-    xp, _ = namespace(a)
-    if xp is None:
-        return np.asarray(host_logits(a, "the estimator's output"))
-    return to_numpy(a, xp)
-
-
-def _like(result, X):
-    """``result`` in the namespace and on the device of ``X`` (under
-    ``array_api_dispatch``), else as it is."""
-    xp, device = namespace(X)
-    if xp is None:
-        return result
-    return xp.asarray(result, device=device)
-
-
-def _as_logits(response, method: str, n_classes: int) -> np.ndarray:
-    """Turn a response into ``(n_samples, n_classes)`` logits (no checks but
-    the dtype: scores are floats; integer or string outputs are labels)."""
-    response = _host(response)
-    if response.dtype.kind not in "f":
-        raise ValueError(
-            f"response_method={method!r} returned {response.dtype} values, not "
-            "float scores: it gives labels, not logits or probabilities."
-        )
-    if method == "predict_proba":
-        # log(max(p, tiny)) == max(log p, log tiny); NaN stays NaN for the check.
-        response = np.log(np.maximum(response.astype(np.float64), _TINY))
-    elif method == "predict_log_proba":
-        response = np.maximum(response, _LOG_TINY)
-    if response.ndim == 1 and n_classes == 2:
-        # Logits (0, d): T = 1 gives sigmoid(d) exactly, and the label is
-        # classes_[1] exactly when d > 0.
-        response = np.column_stack([np.zeros_like(response), response])
-    return response
-
-
-def _logits(estimator, X, method: str, n_classes: int) -> np.ndarray:
-    """Checked logits of ``estimator`` on ``X``."""
-    with np.errstate(divide="ignore"):
-        response = getattr(estimator, method)(X)
-        raw = _as_logits(response, method, n_classes)
-    inner = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
-    name = f"the output of {type(inner).__name__}.{method}"
-    if raw.ndim != 2 or raw.shape[1] != n_classes:
-        raise ValueError(
-            f"{name} must have shape (n_samples, {n_classes}); got {np.shape(raw)}."
-        )
-    if not np.all(np.isfinite(raw)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf).")
-    return check_logits(raw, name=name)
-
-
-def _oof_to_logits(oof, method: str, n_classes: int) -> np.ndarray:
-    """Out-of-fold responses as logits.
-
-    ``cross_val_predict`` fills the columns of classes missing from a training
-    fold with the smallest float (or a probability of 0); those entries get the
-    smallest other logit of their row instead, so every loss stays finite.
-    """
-    oof = np.asarray(_host(oof), dtype=np.float64)
-    if method != "predict_proba":
-        missing = oof == np.finfo(np.float64).min
-        if oof.ndim == 2 and missing.any():
-            row_min = np.where(missing, np.inf, oof).min(axis=1, keepdims=True)
-            oof = np.where(missing, row_min, oof)
-    with np.errstate(divide="ignore"):
-        raw = _as_logits(oof, method, n_classes)
-    if raw.ndim != 2 or raw.shape[1] != n_classes or not np.all(np.isfinite(raw)):
-        raise ValueError(
-            f"The out-of-fold {method} values must be finite with {n_classes} "
-            "columns; the estimator returned non-finite or misshaped values."
-        )
-    return raw
-
-
-def _fit_fold(estimator, X, y, train, params):
-    """``estimator`` fitted on the rows ``train`` (its fit parameters sliced
-    to them, as scikit-learn's cross-validation does)."""
-    fold_params = _check_method_params(X, params=params, indices=train)
-    return estimator.fit(
-        safe_indexing(X, train), safe_indexing(y, train), **fold_params
-    )
-
-
-def _fold_response(estimator, X, method: str, classes) -> np.ndarray:
-    """``estimator``'s response with one column per class of ``classes``, as
-    :func:`~sklearn.model_selection.cross_val_predict` lays it out (a class
-    missing from the fold's training data gets its fill value)."""
-    response = _host(getattr(estimator, method)(X))
-    seen = np.searchsorted(classes, _host(estimator.classes_))
-    if method == "decision_function" and len(seen) == 2 < len(classes):
-        # A fold that saw two classes gives one score d (scikit-learn's
-        # cross_val_predict refuses it): its logits are (0, d), as for any
-        # binary model, and the other classes get scikit-learn's fill for a
-        # class missing from a fold (the smallest float; see _oof_to_logits).
-        if response.ndim == 1:
-            response = np.column_stack([np.zeros_like(response), response])
-        full = np.full((response.shape[0], len(classes)), np.finfo(np.float64).min)
-        full[:, seen] = response
-        return full
-    return enforce_prediction_order(seen, response, len(classes), method)
-
-
-def _fold_logits(estimator, X, method: str, classes) -> np.ndarray:
-    """Checked logits of one fold model on ``X``."""
-    with np.errstate(divide="ignore"):
-        return _oof_to_logits(
-            _fold_response(estimator, X, method, classes), method, len(classes)
-        )
-
-
-def _cross_fit(estimator, X, y, cv, method, classes, params, split_params, n_jobs):
-    """The fold models (in split order) and their out-of-fold responses."""
-    splits = list(cv.split(X, _host(y), **split_params))
-    test = np.concatenate([t for _, t in splits])
-    if test.shape[0] != _num_samples(X) or np.unique(test).shape[0] != test.shape[0]:
-        raise ValueError(
-            "cv must partition the data: with ensemble=True every sample must be "
-            "in exactly one test fold."
-        )
-    models = Parallel(n_jobs=n_jobs)(
-        delayed(_fit_fold)(clone(estimator), X, y, train, params) for train, _ in splits
-    )
-    parts = [
-        _fold_response(model, safe_indexing(X, t), method, classes)
-        for model, (_, t) in zip(models, splits, strict=True)
-    ]
-    oof = np.empty((test.shape[0], *np.shape(parts[0])[1:]), dtype=np.float64)
-    for part, (_, t) in zip(parts, splits, strict=True):
-        oof[t] = part
-    return models, oof

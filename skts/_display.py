@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from skts._classifier import TemperatureScaledClassifier, _encode_seen
+from skts._classifier import TemperatureScaledClassifier
 from skts._numerics import default_temperatures, nll_many
+from skts._responses import encode_seen
 from skts._scaler import TemperatureScaler
 from skts._validation import check_class_indices, check_logits, check_temperatures
 from skts.metrics import reliability_curve
@@ -845,7 +846,7 @@ class TemperatureCurveDisplay:
         """
         if isinstance(estimator, TemperatureScaledClassifier):
             logits = estimator._uncalibrated_logits(X)
-            y = _encode_seen(np.asarray(y), estimator.classes_)
+            y = encode_seen(np.asarray(y), estimator.classes_)
         elif isinstance(estimator, TemperatureScaler):
             logits, _ = estimator._logits(X, "predict_proba")
         else:

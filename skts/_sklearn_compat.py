@@ -21,17 +21,27 @@ from sklearn.utils._param_validation import (
     StrOptions,
     validate_params,
 )
+from sklearn.utils.metadata_routing import _routing_enabled
+from sklearn.utils.validation import (
+    _assert_all_finite,
+    _check_method_params,
+    _num_samples,
+)
 
 __all__ = [
     "HasMethods",
     "Interval",
     "Options",
     "StrOptions",
+    "assert_all_finite",
+    "check_method_params",
     "convert_to_numpy",
     "enforce_prediction_order",
     "fit_context",
     "get_namespace",
     "max_precision_float_dtype",
+    "num_samples",
+    "routing_enabled",
     "safe_indexing",
     "validate_params",
 ]
@@ -41,3 +51,7 @@ enforce_prediction_order = _enforce_prediction_order
 safe_indexing = _safe_indexing
 convert_to_numpy = _convert_to_numpy
 max_precision_float_dtype = _max_precision_float_dtype
+assert_all_finite = _assert_all_finite
+check_method_params = _check_method_params
+num_samples = _num_samples
+routing_enabled = _routing_enabled
