@@ -535,6 +535,10 @@ class ReliabilityDisplay:
                 **plot_kw,
             )
             hist = everything.group_displays_[label].hist_
+            if hist is not None and not hasattr(hist, "patches"):
+                # Equal-mass bins: the group's bin edges, dashed over the whole's.
+                hist.set(color=f"C{i + 1}", linestyle="--", linewidth=1.0)
+                continue
             for bar in [] if hist is None else hist.patches:
                 # Outlines: the groups' shares stay readable over the whole's.
                 bar.set(fill=False, edgecolor=f"C{i + 1}", linewidth=1.5, alpha=1.0)

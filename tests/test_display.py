@@ -351,3 +351,21 @@ def test_temperature_curve_at_the_boundary_is_labelled_and_visible(pyplot):
     assert any(line.get_xdata()[0] == scaler.temperature_ for line in disp.ax_.lines)
     assert disp.losses.min() == 0.0  # underflows: a log axis would drop it
     assert disp.ax_.get_yscale() == "linear"
+
+
+def test_groups_with_equal_mass_bins_draw_each_groups_edges(pyplot):
+    # (an AttributeError before: a group's histogram is then its bin edges,
+    # a line collection, not bars)
+    from matplotlib.colors import to_rgb
+
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), 400)
+    y = rng.integers(0, 3, 400)
+    disp = ReliabilityDisplay.from_predictions(
+        y, proba, strategy="quantile", groups=np.arange(400) % 2
+    )
+    assert sorted(disp.group_displays_) == [0, 1]
+    for i, group in enumerate(sorted(disp.group_displays_)):
+        edges = disp.group_displays_[group].hist_
+        assert edges.get_linestyle()[0][1] is not None  # dashed
+        assert tuple(edges.get_color()[0][:3]) == to_rgb(f"C{i + 1}")
