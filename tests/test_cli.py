@@ -723,11 +723,19 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
     import time
 
     out = tmp_path / "p.npy"
+    # A shell's background jobs (and so a test run started with `&`) inherit
+    # SIGINT ignored, which Python then keeps: the child restores Python's
+    # handler, as a terminal's Ctrl-C would find it.
+    launch = (
+        "import runpy, signal, sys; "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'skts'; runpy.run_module('skts', run_name='__main__')"
+    )
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "skts",
+            "-c",
+            launch,
             "apply",
             "--logits",
             big_logits / "z.npy",
