@@ -1303,7 +1303,9 @@ def test_a_folder_named_like_a_file_is_said_to_be_a_folder(files, tmp_path):
     assert_one_line_error(r, "logits 'adir.npy' is a directory, not a .npy file")
 
 
-@pytest.mark.parametrize(("spec", "want"), [("5e-324,1", 1.0), ("1e-320,1e-319", 1e-319)])
+@pytest.mark.parametrize(
+    ("spec", "want"), [("5e-324,1", 1.0), ("1e-320,1e-319", 1e-319)]
+)
 def test_subnormal_candidates_follow_the_rule_on_the_command_line(tmp_path, spec, want):
     # (issue 25) the smallest candidate and numpy's "overflow encountered in
     # scalar divide" were printed; the rule's answer, no numpy warning.
