@@ -6,7 +6,7 @@
 
 #define L SKTS_LANES
 /* Helpers are inlined into each vector-width clone of skts_block. */
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE SKTS_INLINE
 
 static ptrdiff_t chunk_rows(ptrdiff_t k) {
     ptrdiff_t r = SKTS_CHUNK / (k > 0 ? k : 1);
@@ -22,8 +22,13 @@ size_t skts_scratch_bytes(ptrdiff_t k) {
 }
 
 /* Row maxima (and minima) of a row-major chunk: exact in any order, so in
-   whole vectors (GCC's vector extensions: one per clone's width) and the
-   lanes combined. */
+   W lanes (lane q takes elements q, q + W, ...), the lanes combined in
+   order. With GNU C (gcc, clang) the lanes are vector types (GCC's vector
+   extensions: one vector per clone's width); the portable path (any C11
+   compiler, MSVC included; forced by SKTS_PORTABLE) runs the same lanes as
+   plain arrays: the same comparisons in the same order, so the same bits. */
+#if defined(__GNUC__) && !defined(SKTS_PORTABLE)
+#define SKTS_VECTORS 1
 typedef float vf16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
 typedef double vd8 __attribute__((vector_size(64)));
@@ -49,6 +54,25 @@ typedef double vd4 __attribute__((vector_size(32)));
         for (; j < k; j++) t = row[j] OP t ? row[j] : t;                      \
         return (double)t;                                                     \
     }
+#else
+/* (VT and VI unused: the lanes are an array of W values of type T) */
+#define EXTREME(T, VT, VI, W, NAME, OP)                                       \
+    INLINE double NAME(const T *row, ptrdiff_t k) {                           \
+        T t = row[0];                                                         \
+        ptrdiff_t j = 1;                                                      \
+        if (k >= W) {                                                         \
+            T h[W];                                                           \
+            memcpy(h, row, sizeof h);                                         \
+            for (j = W; j + W <= k; j += W)                                   \
+                for (int q = 0; q < W; q++)                                   \
+                    h[q] = row[j + q] OP h[q] ? row[j + q] : h[q];            \
+            t = h[0];                                                         \
+            for (int q = 1; q < W; q++) t = h[q] OP t ? h[q] : t;             \
+        }                                                                     \
+        for (; j < k; j++) t = row[j] OP t ? row[j] : t;                      \
+        return (double)t;                                                     \
+    }
+#endif
 EXTREME(float, vf16, vi16, 16, max32, >)
 EXTREME(float, vf16, vi16, 16, min32, <)
 EXTREME(double, vd8, vl8, 8, max64, >)
@@ -210,6 +234,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
 
 /* The sum of 16 lanes in a fixed tree order (halves added, four times):
    short dependency chains, the same bits on every machine. */
+#ifdef SKTS_VECTORS
 INLINE double tree16(const double *a) {
     /* b[q] = a[q] + a[q + 8], c[q] = b[q] + b[q + 4], (c0 + c2) + (c1 + c3):
        in vector types, or the compiler adds lane by lane through memory */
@@ -249,6 +274,20 @@ INLINE void widen_add(double *a, const float *b) {
     memcpy(a, &lo, sizeof lo);
     memcpy(a + 8, &hi, sizeof hi);
 }
+#else
+INLINE double tree16(const double *a) {
+    double b[8], c[4];
+    for (int q = 0; q < 8; q++) b[q] = a[q] + a[q + 8];
+    for (int q = 0; q < 4; q++) c[q] = b[q] + b[q + 4];
+    return (c[0] + c[2]) + (c[1] + c[3]);
+}
+INLINE void widen(double *a, const float *b) {
+    for (int q = 0; q < 16; q++) a[q] = (double)b[q];
+}
+INLINE void widen_add(double *a, const float *b) {
+    for (int q = 0; q < 16; q++) a[q] += (double)b[q];
+}
+#endif
 
 /* One vector of a wide row in float64: lanes q with IN add exp(x) (and,
    with MOM, e x and e x x) to a, a1, a2; the others add +0, so the sums
@@ -762,6 +801,8 @@ void skts_block(const skts_args *a, void *scratch) {
             for (ptrdiff_t q = 0; q < nt; q++) {
                 const double beta = a->betas[q];
                 const int measure = a->first_spread == q;
+                if (a->first_spread < 0) /* a known bound, as below */
+                    for (ptrdiff_t i = 0; i < r; i++) spread[i] = a->spread;
                 for (ptrdiff_t i = 0; i < r; i++) {
                     double x = s[i] * -beta;
                     x = x < SKTS_EXP_FLOOR ? SKTS_EXP_FLOOR : x;

@@ -23,8 +23,11 @@
 #include <math.h>
 #include <string.h>
 
+/* SKTS_PORTABLE (the meson option -Dportable=true; any compiler without GNU
+   C) builds the kernel from ISO C11 alone: no vector types, no attributes.
+   The arithmetic is the same, operation for operation, so are the bits. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__linux__)
+    defined(__linux__) && !defined(SKTS_PORTABLE)
 /* One clone per vector width, chosen at load time (glibc ifunc). */
 #define SKTS_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -34,7 +37,7 @@
 
 /* Always inlined: each vector-width clone of a caller gets its own copy (an
    out-of-line copy would be built for the baseline ISA, without FMA). */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(SKTS_PORTABLE)
 #define SKTS_INLINE static inline __attribute__((always_inline))
 #else
 #define SKTS_INLINE static inline
@@ -223,7 +226,9 @@ typedef struct {
     int second;          /* SKTS_DERIV: F'' (1) or E_p[-d] (0) */
     int moments;         /* SKTS_SLOPES: compute F' (1) or the loss only (0) */
     int facts;           /* SKTS_SLOPES: compute the three exact facts */
-    int first_spread;    /* SKTS_WINDOW: index of the beta measuring E_p|d| (-1: use spread; the binary window always measures) */
+    int first_spread;    /* SKTS_WINDOW: 0: E_p|d| measured at betas[0] (the
+                            smallest) bounds every beta; -1: use spread (in
+                            the binary window too) */
     double spread;       /* SKTS_WINDOW: a known bound on E_p[-d] */
     int pair;            /* SKTS_SLOPES (float64, moments): betas[1] is within
                             1e-9 relative of betas[0], and its exponentials are

@@ -365,6 +365,15 @@ def window(
     """Per-block float32 estimates of each loss and their proven error
     bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
     n_temperatures, 4)``."""
+    # (the spread measured at the first beta bounds the later, larger ones;
+    # any other index would leave the earlier betas without a bound)
+    if first_spread not in (-1, 0):
+        raise ValueError(
+            f"skts kernel: first_spread must be 0 (measure) or -1 (use spread); "
+            f"got {first_spread}."
+        )
+    if first_spread == -1 and not (0.0 <= spread < float("inf")):
+        raise ValueError(f"skts kernel: spread must be finite and >= 0; got {spread}.")
     cdef skts_args a = _base(WINDOW)
     a.single, a.first_spread, a.spread, a.deriv_at = 1, first_spread, spread, deriv_at
     return _run(a, 4, logits, y, sample_weight, total, betas, temperatures,

@@ -678,3 +678,40 @@ def test_misaligned_arrays_are_copied_not_read_in_place():
         _kernel.nll(_misaligned(z), y, w, 3000.0, [1.0], [1.0])
     sums = _kernel.nll(z, _misaligned(y), _misaligned(w), float(w.sum()), [1.0], [1.0])
     assert np.array_equal(sums, _kernel.nll(z, y, w, float(w.sum()), [1.0], [1.0]))
+
+
+def test_the_binary_window_uses_the_spread_it_is_given():
+    # (found by tests/test_portable.py: with first_spread=-1 the two-class
+    # window read its per-row spread from scratch memory left by an earlier
+    # call, so its error bound depended on what ran before)
+    rng = np.random.default_rng(11)
+    z = rng.normal(0, 4, (500, 2))
+    y = rng.integers(0, 2, 500)
+    betas = np.array([0.5, 2.0])
+
+    def err(spread):
+        sums = _kernel.window(z, y, None, 500.0, betas, 1 / betas,
+                              first_spread=-1, spread=spread)
+        return sums[0, :, 1]
+
+    small = err(0.0)
+    # scratch left full of other values by a wide, measuring call
+    _kernel.window(rng.normal(0, 50, (500, 2)), y, None, 500.0, betas,
+                   1 / betas, first_spread=0)
+    assert np.array_equal(err(0.0), small)
+    # and the bound grows with the spread it is told: 3 spread beta ulps per
+    # row (the binary window is float64 arithmetic)
+    big = err(10.0)
+    assert np.all(big > small)
+    assert np.allclose(big - small, 3 * 10.0 * betas * 2 * 2.0**-53, rtol=1e-9)
+
+
+@pytest.mark.parametrize("first_spread", [1, 2, -2])
+def test_window_takes_only_a_first_or_a_given_spread(first_spread):
+    z = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="first_spread"):
+        _kernel.window(z, np.zeros(4, np.int64), None, 4.0, [1.0, 2.0],
+                       [1.0, 0.5], first_spread=first_spread)
+    with pytest.raises(ValueError, match="spread must be finite"):
+        _kernel.window(z, np.zeros(4, np.int64), None, 4.0, [1.0], [1.0],
+                       first_spread=-1, spread=float("nan"))
