@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "skts"
+import skts
+
+# (the package's own folder: the source tree, or an installed wheel)
+PACKAGE = Path(skts.__file__).resolve().parent
 
 # Imports point down this list (a module may import only those below it).
 LAYERS = [

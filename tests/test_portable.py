@@ -14,6 +14,7 @@ A missing toolchain skips its case with the reason; CI installs them all and
 sets ``SKTS_REQUIRE_TOOLCHAINS=1``, which turns a missing one into a failure.
 """
 
+import hashlib
 import os
 import shutil
 import struct
@@ -220,15 +221,29 @@ def binaries(cases, tmp_path_factory):
     folder = tmp_path_factory.mktemp("builds")
     wanted = {(c, tuple(f)) for c, f, _ in BUILDS.values() if shutil.which(c)}
 
+    # (SKTS_BUILD_CACHE, set by .ci/run: the binaries depend only on the C
+    # sources, the compiler and the flags, so the later jobs reuse them)
+    cache = os.environ.get("SKTS_BUILD_CACHE")
+    text = b"".join(p.read_bytes() for p in [*SOURCES, ROOT / "skts" / "_kernel.h"])
+
     def build(key):
         compiler, flags = key
-        exe = folder / f"kernel_bits_{abs(hash(key))}"
+        digest = hashlib.sha256(repr(key).encode() + text).hexdigest()[:20]
+        exe = Path(cache or folder) / f"kernel_bits_{digest}"
+        if exe.exists():
+            return key, exe
+        part = folder / exe.name  # (whole binaries only in the cache)
         done = subprocess.run(
-            [compiler, *flags, f"-I{ROOT / 'skts'}", "-o", str(exe),
+            [compiler, *flags, f"-I{ROOT / 'skts'}", "-o", str(part),
              *map(str, SOURCES), "-lm"],
             capture_output=True, text=True, timeout=600,
         )
-        return key, (exe if done.returncode == 0 else done.stderr)
+        if done.returncode != 0:
+            return key, done.stderr
+        if part != exe:
+            shutil.copy2(part, exe.with_suffix(".part"))
+            os.replace(exe.with_suffix(".part"), exe)
+        return key, exe
 
     with ThreadPoolExecutor(2) as pool:
         # (the slowest first: gcc's three clones at -O3)

@@ -37,13 +37,23 @@ def _usable_cpus() -> int:
     return _CPUS["usable"]
 
 
+def _omp_num_threads() -> int | None:
+    """``OMP_NUM_THREADS`` as OpenMP reads it (its first level), if valid."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
 def cpu_count() -> int:
     """The threads a pass may use at most (see the module header)."""
-    openmp = max(1, int(kernel.max_threads())) if _OPENMP else None
-    if os.environ.get("OMP_NUM_THREADS") and openmp is not None:
+    if not _OPENMP:
+        # (a build without OpenMP: the kernel runs on one thread, and
+        # OMP_NUM_THREADS still caps the Python threads over blocks)
+        limit = _omp_num_threads()
+        return limit if limit is not None else _usable_cpus()
+    openmp = max(1, int(kernel.max_threads()))
+    if os.environ.get("OMP_NUM_THREADS"):
         return openmp
-    usable = _usable_cpus()
-    return usable if openmp is None else min(usable, openmp)
+    return min(_usable_cpus(), openmp)
 
 
 def _resolve(n_jobs: int | None, cores: int) -> int:
