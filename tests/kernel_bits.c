@@ -1,6 +1,6 @@
 /* The kernel's bits, outside Python: reads the cases that
    tests/test_portable.py writes, runs skts_block / skts_softmax_rows /
-   skts_varies on each (one block, as skts/_kernel.pyx runs it), and prints
+   skts_varies / the elementary functions on each (one block, as skts/_kernel.pyx runs it), and prints
    every result as the hexadecimal bits of a float64, one line per case.
 
    The test builds this file with every compiler and path it can (gcc and
@@ -20,7 +20,7 @@
 
 #include "../skts/_kernel.h"
 
-enum { BLOCK = 0, SOFTMAX = 1, VARIES = 2 };
+enum { BLOCK = 0, SOFTMAX = 1, VARIES = 2, ELEMENTWISE = 3 };
 
 typedef struct {
     int64_t kind, mode, z_f32, n, k, nt, single, second, moments, facts,
@@ -125,8 +125,18 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < n * k; i++)
                 put(h.out_f32 ? (double)((float *)out)[i] : ((double *)out)[i]);
             free(out);
-        } else {
+        } else if (h.kind == VARIES) {
             put((double)skts_varies(z, (int)h.z_f32, h.n, h.k, h.k, w));
+        } else {
+            /* the elementary functions, mode 0 exp, 1 expf, 2 log, 3 log1p
+               (float32 input for expf only) */
+            for (size_t i = 0; i < n * k; i++) {
+                const double x = h.z_f32 ? (double)((float *)z)[i] : ((double *)z)[i];
+                put(h.mode == 0   ? skts_exp64(x)
+                    : h.mode == 1 ? (double)skts_exp32((float)x)
+                    : h.mode == 2 ? skts_log64(x)
+                                  : skts_log1p64(x));
+            }
         }
         printf("\n");
         free(z);

@@ -1,7 +1,8 @@
 """The kernel gives the same bits with every compiler, path and processor.
 
 The cases below (every mode of the per-block pass, float32 and float64, few
-and many classes, weights, known row maxima, extreme and tied logits) run
+and many classes, weights, known row maxima, extreme and tied logits; and
+the elementary functions exp, expf, log and log1p over their domains) run
 through the installed extension (``skts._kernel``, one block, one thread),
 then through ``tests/kernel_bits.c`` built with each toolchain this machine
 has: gcc and clang, the vectorised path and the portable ISO C11 path (under
@@ -118,7 +119,24 @@ def _cases():
                                       out_f32=int(out == np.float32),
                                       out_dtype=out))
                 cases.append(dict(base, kind=2))
+    # the elementary functions over their whole domains (and their edges)
+    edges = [0.0, -0.0, -1e-300, -5e-324, -708.0, -700.0, -87.0, -0.5]
+    for which, lo, hi, dtype in ((0, -708.0, 0.0, np.float64),
+                                 (1, -87.0, 0.0, np.float32),
+                                 (2, 1.0, 1e300, np.float64),
+                                 (3, 0.0, 1.0, np.float64)):
+        if which == 2:
+            x = np.concatenate([np.geomspace(lo, hi, 4000), [1.0, 1.5, 2.0, 0.75 * 2]])
+        else:
+            x = np.concatenate([np.linspace(lo, hi, 4000), rng.uniform(lo, hi, 4000)])
+            x = np.concatenate([x, [e for e in edges if lo <= e <= hi]])
+        z = np.ascontiguousarray(x.reshape(-1, 1), dtype=dtype)
+        cases.append(dict(kind=3, mode=which, z=z, y=np.zeros(len(z), np.int64),
+                          w=None, total=1.0, betas=np.zeros(0), temps=np.zeros(0)))
     return cases
+
+
+_ELEMENTWISE = {0: "_exp64", 1: "_exp32", 2: "_log64", 3: "_log1p64"}
 
 
 def _expected(case):
@@ -133,6 +151,8 @@ def _expected(case):
         values = out.astype(np.float64).ravel()
     elif case["kind"] == 2:
         values = [float(_kernel.varies(z, w))]
+    elif case["kind"] == 3:
+        values = getattr(_kernel, _ELEMENTWISE[case["mode"]])(z.ravel()).astype(np.float64)
     else:
         mode = case["mode"]
         mx = np.zeros(len(z)) if case.get("want_mx") else None
@@ -274,6 +294,8 @@ def test_the_cases_cover_every_mode_and_both_precisions(cases):
     cs = _cases()
     modes = {(c["kind"], c.get("mode"), c["z"].dtype.name, c["z"].shape[1] > 32)
              for c in cs}
+    assert {c["mode"] for c in cs if c["kind"] == 3} == set(_ELEMENTWISE)
+    cs = [c for c in cs if c["kind"] != 3]
     for kind, mode in [(0, 0), (0, 1), (0, 2), (0, 3), (1, None), (2, None)]:
         for dtype in ("float32", "float64"):
             for wide in (False, True):
