@@ -27,8 +27,9 @@
    C) builds the kernel from ISO C11 alone: no vector types, no attributes.
    The arithmetic is the same, operation for operation, so are the bits. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__linux__) && !defined(SKTS_PORTABLE)
-/* One clone per vector width, chosen at load time (glibc ifunc). */
+    defined(__GLIBC__) && !defined(SKTS_PORTABLE)
+/* One clone per vector width, chosen at load time (glibc's ifunc: not on
+   musl, whose wheels, musllinux, take the baseline ISA). */
 #define SKTS_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

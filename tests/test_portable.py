@@ -6,7 +6,7 @@ the elementary functions exp, expf, log and log1p over their domains) run
 through the installed extension (``skts._kernel``, one block, one thread),
 then through ``tests/kernel_bits.c`` built with each toolchain this machine
 has: gcc and clang, the vectorised path and the portable ISO C11 path (under
-``-std=c11 -pedantic-errors``), tcc (a compiler without GNU C), gcc's
+``-std=c11 -pedantic-errors``), tcc (a compiler without GNU C), musl, gcc's
 x86-64 clones run under ``qemu-x86_64`` on processors without AVX-512 and
 without AVX, and a cross-compiled aarch64 build run under ``qemu-aarch64``.
 Each must print exactly the extension's bits.
@@ -48,6 +48,8 @@ BUILDS = {
     # on these emulated processors
     "gcc-avx2": ("gcc", FLAGS, ["qemu-x86_64", "-cpu", "max"]),
     "gcc-sse2": ("gcc", FLAGS, ["qemu-x86_64", "-cpu", "qemu64"]),
+    # musl (musllinux wheels): no ifunc, so no clones, the baseline ISA
+    "musl": ("musl-gcc", [*FLAGS, "-static"], []),
     "aarch64": ("aarch64-linux-gnu-gcc", [*FLAGS, "-static"], ["qemu-aarch64"]),
     "aarch64-portable": (
         "aarch64-linux-gnu-gcc", [*PORTABLE, "-static"], ["qemu-aarch64"]),
@@ -225,7 +227,7 @@ def cases(tmp_path_factory):
 
 
 def _missing(tool):
-    reason = f"{tool} is not installed (apt-get install clang tcc qemu-user gcc-aarch64-linux-gnu)"
+    reason = f"{tool} is not installed (apt-get install clang tcc musl-tools qemu-user gcc-aarch64-linux-gnu)"
     if os.environ.get("SKTS_REQUIRE_TOOLCHAINS") == "1":
         pytest.fail(reason + ", and SKTS_REQUIRE_TOOLCHAINS=1")
     pytest.skip(reason)
