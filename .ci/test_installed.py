@@ -21,12 +21,13 @@ def main(argv):
     # that the source folder cannot shadow it.
     with tempfile.TemporaryDirectory(prefix="skts-installed-") as scratch:
         where = subprocess.run(
-            [sys.executable, "-c", "import skts, os; print(os.path.dirname(skts.__file__))"],
+            [sys.executable, "-c",
+             "import skts, os; print(os.path.dirname(skts.__file__))"],
             cwd=scratch, capture_output=True, text=True, check=True,
         ).stdout.strip()
         package = Path(where).resolve()
         if source in package.parents:
-            sys.exit(f"test_installed: skts is imported from the source tree ({package})")
+            sys.exit(f"test_installed: skts comes from the source tree ({package})")
         print(f"test_installed: skts from {package}", flush=True)
         tree = Path(scratch) / "tree"
         ignore = shutil.ignore_patterns(

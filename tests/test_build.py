@@ -5,10 +5,10 @@ options: .ci/builds and tests/test_portable.py)."""
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,8 @@ def test_without_a_compiler_pip_says_so_in_one_line(tmp_path, cc):
     assert len(lines) == 1, out[-3000:]
     (line,) = lines
     assert (f"CC={cc}" if cc else "no CC set") in line
-    for hint in ("apt install gcc", "xcode-select --install", "Build Tools for Visual Studio"):
+    for hint in ("apt install gcc", "xcode-select --install",
+                 "Build Tools for Visual Studio"):
         assert hint in line
     # and not meson's own paragraph about the detection
     assert "Unknown compiler" not in out
@@ -64,9 +65,9 @@ def test_without_a_compiler_pip_says_so_in_one_line(tmp_path, cc):
 
 def test_the_build_options_are_declared():
     # the names the README, .ci/builds and pyproject.toml pass to meson
-    text = (ROOT / "meson.options").read_text() if (ROOT / "meson.options").exists() else None
-    if text is None:
+    if not (ROOT / "meson.options").exists():
         pytest.skip("no source tree beside the tests (an installed wheel)")
+    text = (ROOT / "meson.options").read_text()
     assert "option('openmp', type: 'feature'" in text
     assert "option('portable', type: 'boolean', value: false" in text
     build = (ROOT / "meson.build").read_text()

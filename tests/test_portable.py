@@ -154,7 +154,8 @@ def _expected(case):
     elif case["kind"] == 2:
         values = [float(_kernel.varies(z, w))]
     elif case["kind"] == 3:
-        values = getattr(_kernel, _ELEMENTWISE[case["mode"]])(z.ravel()).astype(np.float64)
+        function = getattr(_kernel, _ELEMENTWISE[case["mode"]])
+        values = function(z.ravel()).astype(np.float64)
     else:
         mode = case["mode"]
         mx = np.zeros(len(z)) if case.get("want_mx") else None
@@ -227,7 +228,8 @@ def cases(tmp_path_factory):
 
 
 def _missing(tool):
-    reason = f"{tool} is not installed (apt-get install clang tcc musl-tools qemu-user gcc-aarch64-linux-gnu)"
+    reason = (f"{tool} is not installed (apt-get install clang tcc musl-tools "
+              "qemu-user gcc-aarch64-linux-gnu)")
     if os.environ.get("SKTS_REQUIRE_TOOLCHAINS") == "1":
         pytest.fail(reason + ", and SKTS_REQUIRE_TOOLCHAINS=1")
     pytest.skip(reason)
@@ -287,8 +289,8 @@ def test_every_build_gives_the_extensions_bits(build, cases, binaries):
     assert run.returncode == 0, run.stderr
     got = run.stdout.splitlines()
     assert len(got) == len(expected)
-    wrong = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
-    assert not wrong, f"{build}: {len(wrong)} cases differ, first {got[wrong[0]][:200]}"
+    wrong = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not wrong, f"{build}: {len(wrong)} cases differ: {got[wrong[0]][:200]}"
 
 
 def test_the_cases_cover_every_mode_and_both_precisions(cases):
