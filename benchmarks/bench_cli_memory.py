@@ -1,4 +1,5 @@
-"""Peak memory of ``skts apply`` and ``skts report`` on a large ``.npy`` file.
+"""Peak memory of ``skts apply`` and ``skts report`` (also ``--compare``, two
+forecasts with paired resamples) on a large ``.npy`` file.
 
 Each command runs in a fresh process; its memory is sampled from
 ``/proc/PID/status`` every 10 ms: ``RssAnon`` (memory the process allocated:
@@ -122,6 +123,15 @@ def main() -> None:
         help_text = subprocess.run(
             [*skts, "apply", "--help"], capture_output=True, text=True, check=True
         ).stdout
+        report_help = subprocess.run(
+            [*skts, "report", "--help"], capture_output=True, text=True, check=True
+        ).stdout
+        if "--compare" in report_help:  # a second file, paired resamples
+            commands[f"report --compare --bootstrap {args.bootstrap}"] = [
+                *commands[f"report --bootstrap {args.bootstrap}"],
+                "--compare",
+                str(logits),
+            ]
         if "--dtype" in help_text:  # float64 output, as older versions wrote
             commands["apply --dtype float64"] = [
                 *commands["apply"],
@@ -135,12 +145,12 @@ def main() -> None:
         size = logits.stat().st_size / (1 << 20)
         print(f"input: {args.rows} x {args.classes} float32 ({size:.0f} MiB), "
               f"{args.repeat} interleaved runs, python {args.python}")  # fmt: skip
-        print(f"{'command':<22}{'anon MiB min/med':>20}{'file MiB med':>14}"
+        print(f"{'command':<36}{'anon MiB min/med':>20}{'file MiB med':>14}"
               f"{'VmHWM MiB med':>15}{'s med':>8}")  # fmt: skip
         for name, runs in results.items():
             anon = [r["anon_mib"] for r in runs]
             print(
-                f"{name:<22}{min(anon):>10.0f} / {statistics.median(anon):<7.0f}"
+                f"{name:<36}{min(anon):>10.0f} / {statistics.median(anon):<7.0f}"
                 f"{statistics.median(r['file_mib'] for r in runs):>14.0f}"
                 f"{statistics.median(r['hwm_mib'] for r in runs):>15.0f}"
                 f"{statistics.median(r['seconds'] for r in runs):>8.1f}"

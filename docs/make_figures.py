@@ -89,6 +89,41 @@ def display_cases() -> None:
         ReliabilityDisplay.from_estimator(binary, Xb_te, yb_te, pos_label=1, n_bins=10),
         "binary_pos_label",
     )
+    first = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, kind="smooth", name="before", random_state=0
+    )
+    ReliabilityDisplay.from_estimator(
+        calibrated,
+        X_te,
+        y_te,
+        kind="smooth",
+        name="after",
+        random_state=0,
+        ax=first.ax_,
+        hist_ax=first.hist_ax_,
+    )
+    save(first, "smooth")
+    save(
+        ReliabilityDisplay.from_estimator(
+            calibrated, X_te, y_te, kind="smooth", class_=3, random_state=0
+        ),
+        "smooth_classwise",
+    )
+    first = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, name="before", show_band=True, n_bins=10
+    )
+    ReliabilityDisplay.from_estimator(
+        calibrated,
+        X_te,
+        y_te,
+        name="after",
+        kind="line",
+        show_band=True,
+        n_bins=10,
+        ax=first.ax_,
+        hist_ax=first.hist_ax_,
+    )
+    save(first, "band")
     save(TemperatureCurveDisplay.from_estimator(calibrated, X_val, y_val), "curve")
     save(TemperatureCurveDisplay.from_estimator(separable, z, ys), "curve_boundary")
     print(f"display cases in {OUT}")
@@ -121,6 +156,22 @@ def main() -> None:
         fig.suptitle(f"{title}, test set (15 bins)")
         fig.savefig(OUT / f"reliability_{name}.png", dpi=100)
         plt.close(fig)
+
+        first = ReliabilityDisplay.from_predictions(
+            y_test, before, kind="smooth", name="uncalibrated", random_state=0
+        )
+        ReliabilityDisplay.from_predictions(
+            y_test,
+            after,
+            kind="smooth",
+            name=f"T = {scaler.temperature_:.3f}",
+            random_state=0,
+            ax=first.ax_,
+            hist_ax=first.hist_ax_,
+        )
+        first.figure_.suptitle(f"{title}, test set (kernel-smoothed)")
+        first.figure_.savefig(OUT / f"smooth_{name}.png", dpi=100)
+        plt.close(first.figure_)
 
         curve = TemperatureCurveDisplay.from_estimator(scaler, val, y_val)
         curve.ax_.set_title(f"{title}:\nvalidation NLL over the 1001 candidates")

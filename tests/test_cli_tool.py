@@ -104,7 +104,8 @@ def test_fit_and_report_json_share_one_schema(files):
         "n_classes",
         "metrics",
     ]
-    assert fit["schema_version"] == report["schema_version"] == SCHEMA_VERSION == 1
+    # (2: report --compare's "comparison" added; version-1 files still read)
+    assert fit["schema_version"] == report["schema_version"] == SCHEMA_VERSION == 2
     for key in shared:
         assert key in fit and key in report, key
     assert report["temperature"] == fit["temperature"]
@@ -131,8 +132,24 @@ def test_a_newer_schema_is_refused(files):
         "p.npy",
         cwd=folder,
     )
-    assert_one_line_error(r, "schema_version 2", "upgrade skts")
+    assert_one_line_error(r, f"schema_version {SCHEMA_VERSION + 1}", "upgrade skts")
     assert not (folder / "p.npy").exists()
+
+
+@pytest.mark.parametrize("schema", [1, 2])
+def test_older_schemas_are_read(files, schema, tmp_path):
+    # Version 2 only added report's "comparison": a version-1 calibration
+    # file (skts before report --compare) still applies.
+    folder, z, _ = files
+    calib = {"schema_version": schema, "temperature": 2.0, "n_classes": 4}
+    (tmp_path / "old.json").write_text(json.dumps(calib))
+    r = run("apply", "--logits", folder / "z.npy", "--calibration",
+            tmp_path / "old.json", "--out", tmp_path / "p.npy", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    expected = TemperatureScaler(temperatures=[2.0]).fit(z[:8], np.arange(8) % 4)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "p.npy"), expected.predict_proba(z), rtol=1e-6
+    )
 
 
 def test_dash_writes_to_stdout(files):

@@ -369,3 +369,101 @@ def test_groups_with_equal_mass_bins_draw_each_groups_edges(pyplot):
         edges = disp.group_displays_[group].hist_
         assert edges.get_linestyle()[0][1] is not None  # dashed
         assert tuple(edges.get_color()[0][:3]) == to_rgb(f"C{i + 1}")
+
+
+def test_smooth_diagram_draws_the_smooth_curve_and_its_band(pyplot, fitted):
+    from skts.metrics import smooth_calibration_error, smooth_reliability_curve
+
+    model, _, _, _, X_te, y_te = fitted
+    proba = model.predict_proba(X_te)
+    disp = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, kind="smooth", n_bootstrap=30, random_state=0
+    )
+    curve = smooth_reliability_curve(
+        y_te, proba, labels=model.classes_, n_bootstrap=30, random_state=0
+    )
+    keep = curve.confidence >= 1 / 10 - 1e-12  # (the top-label axis starts at 1/K)
+    np.testing.assert_allclose(disp.line_.get_xdata(), curve.confidence[keep])
+    np.testing.assert_allclose(disp.line_.get_ydata(), curve.accuracy[keep])
+    band = disp.band_.get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(curve.lower[keep].min())
+    assert band[:, 1].max() == pytest.approx(curve.upper[keep].max())
+    assert disp.ece == pytest.approx(smooth_calibration_error(y_te, proba))
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    assert f"LogisticRegression (smECE = {disp.ece:.4f})" in legend
+    assert "95% band (bootstrap)" in legend
+    assert disp.bars_ is None and disp.gap_bars_ is None and disp.edges is None
+    assert disp.hist_ax_.get_ylabel() == "Density"
+    with pytest.raises(ValueError, match="drawn with kind='smooth'"):
+        disp.plot(kind="bar")
+
+
+def test_smooth_one_vs_rest_before_and_after(pyplot, fitted):
+    from skts.metrics import smooth_calibration_error
+
+    model, clf, _, _, X_te, y_te = fitted
+    before = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, kind="smooth", class_=3, name="before", n_bootstrap=10
+    )
+    after = ReliabilityDisplay.from_estimator(
+        clf, X_te, y_te, kind="smooth", class_=3, name="after", n_bootstrap=10,
+        ax=before.ax_, hist_ax=before.hist_ax_,
+    )  # fmt: skip
+    assert before.ax_.get_ylabel() == "Frequency of class 3"
+    assert before.line_.get_xdata()[0] == 0.0  # one-vs-rest: the whole axis
+    legend = [t.get_text() for t in before.ax_.get_legend().get_texts()]
+    assert sum("smECE" in t for t in legend) == 2
+    assert sum("band" in t for t in legend) == 1  # (one entry for both bands)
+    proba = clf.predict_proba(X_te)
+    onehot = (y_te == clf.classes_[3]).astype(int)
+    expected = smooth_calibration_error(onehot, proba[:, 3], mode="binary")
+    assert after.ece == pytest.approx(expected)
+    # Without bootstrap there is no band, and asking for one says so.
+    bare = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, kind="smooth", n_bootstrap=0
+    )
+    assert bare.band_ is None and bare.lower is None
+    with pytest.raises(ValueError, match="show_band=True needs a band"):
+        bare.plot(show_band=True)
+
+
+def test_smooth_groups_draw_one_curve_each(pyplot, fitted):
+    model, _, _, _, X_te, y_te = fitted
+    groups = np.where(y_te < 5, "low", "high")
+    disp = ReliabilityDisplay.from_estimator(
+        model, X_te, y_te, kind="smooth", groups=groups, n_bootstrap=10
+    )
+    assert sorted(disp.group_displays_) == ["high", "low"]
+    for g, d in disp.group_displays_.items():
+        assert d.edges is None and d.band_ is None
+        assert d.line_.get_label().startswith(f"{g} (n=")
+    names = [t.get_text() for t in disp.hist_ax_.get_legend().get_texts()]
+    assert len(names) == 3
+
+
+def test_binned_band_is_the_wilson_interval(pyplot, fitted):
+    mpmath = pytest.importorskip("mpmath")
+    model, _, _, _, X_te, y_te = fitted
+    proba = model.predict_proba(X_te)
+    disp = ReliabilityDisplay.from_predictions(y_te, proba, n_bins=8, show_band=True)
+    curve = reliability_curve(y_te, proba, n_bins=8)
+    lower, upper = curve.interval(0.95)
+    full = curve.counts > 0
+    # The Wilson bounds solve (p_hat - q)^2 = z^2 q (1 - q) / n, in high precision.
+    z = mpmath.sqrt(2) * mpmath.erfinv(mpmath.mpf("0.95"))
+    for m in np.flatnonzero(full):
+        n, p = mpmath.mpf(curve.counts[m]), mpmath.mpf(curve.accuracy[m])
+        roots = mpmath.polyroots(
+            [1 + z**2 / n, -(2 * p + z**2 / n), p**2], maxsteps=200, extraprec=60
+        )
+        lo, hi = sorted(float(mpmath.re(r)) for r in roots)
+        assert lower[m] == pytest.approx(max(lo, 0.0), abs=1e-12)
+        assert upper[m] == pytest.approx(min(hi, 1.0), abs=1e-12)
+    bars = disp.band_.lines[2][0].get_segments()
+    assert len(bars) == full.sum()
+    np.testing.assert_allclose([s[0][1] for s in bars], lower[full])
+    np.testing.assert_allclose([s[1][1] for s in bars], upper[full])
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    assert "95% interval (Wilson)" in legend
+    plain = ReliabilityDisplay.from_predictions(y_te, proba, n_bins=8)
+    assert plain.band_ is None  # (off by default on binned diagrams)

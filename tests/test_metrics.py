@@ -15,10 +15,14 @@ from skts._numerics import default_temperatures, nll_many
 from skts.metrics import (
     calibration_report,
     classwise_calibration_error,
+    compare_calibration,
+    debiased_calibration_error,
     expected_calibration_error,
     get_scorer,
     maximum_calibration_error,
     reliability_curve,
+    smooth_calibration_error,
+    smooth_reliability_curve,
     temperature_by_group,
 )
 
@@ -207,6 +211,8 @@ def test_report_bootstrap(forecast):
         "neg_expected_calibration_error",
         "neg_maximum_calibration_error",
         "neg_classwise_calibration_error",
+        "neg_smooth_calibration_error",
+        "neg_debiased_calibration_error",
         "neg_brier_score",
         "neg_log_loss",
     ],
@@ -225,6 +231,10 @@ def test_scorers_in_grid_search(name, n_classes):
     proba = model.predict_proba(X)
     if name == "neg_expected_calibration_error":
         assert scorer(model, X, y) == -expected_calibration_error(y, proba)
+    if name == "neg_smooth_calibration_error":
+        assert scorer(model, X, y) == -smooth_calibration_error(y, proba)
+    if name == "neg_debiased_calibration_error":
+        assert scorer(model, X, y) == -debiased_calibration_error(y, proba)
     if name == "neg_brier_score":
         expected = brier_score_loss(y, proba[:, 1] if n_classes == 2 else proba)
         assert scorer(model, X, y) == pytest.approx(-expected)
@@ -266,6 +276,10 @@ def test_hostile_inputs_every_metric(y_true, y_prob, match):
         maximum_calibration_error,
         classwise_calibration_error,
         calibration_report,
+        smooth_calibration_error,
+        smooth_reliability_curve,
+        debiased_calibration_error,
+        lambda y, p: compare_calibration(y, p, p, n_bootstrap=0),
     ):
         with pytest.raises(ValueError, match=match):
             metric(y_true, y_prob)
@@ -283,6 +297,8 @@ def test_a_class_missing_from_y_true_is_never_guessed():
         classwise_calibration_error,
         reliability_curve,
         calibration_report,
+        smooth_calibration_error,
+        debiased_calibration_error,
     ):
         with pytest.raises(ValueError, match="pass labels="):
             metric(y, proba)
@@ -297,6 +313,8 @@ def test_a_class_missing_from_y_true_is_never_guessed():
         ("neg_expected_calibration_error", expected_calibration_error),
         ("neg_maximum_calibration_error", maximum_calibration_error),
         ("neg_classwise_calibration_error", classwise_calibration_error),
+        ("neg_smooth_calibration_error", smooth_calibration_error),
+        ("neg_debiased_calibration_error", debiased_calibration_error),
         ("neg_log_loss", log_loss),
         ("neg_brier_score", brier_score_loss),
     ],

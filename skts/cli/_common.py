@@ -24,12 +24,13 @@ _validation = _Lazy("skts._validation")
 _fit_lib = _Lazy("skts._fit")
 _metrics = _Lazy("skts.metrics")
 _report_lib = _Lazy("skts.metrics._report")
+_compare_lib = _Lazy("skts.metrics._compare")
 
 EXIT_USAGE = 2
 
 # The version of the JSON that ``fit`` writes and ``report --json`` prints
 # (documented in docs/cli.md); a reader refuses a newer one.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STDOUT = "-"
 
 

@@ -9,6 +9,7 @@ from skts import __version__
 from skts.cli._common import (
     SCHEMA_VERSION,
     CLIError,
+    _compare_lib,
     _fit_lib,
     _validation,
     add_inputs,
@@ -50,6 +51,14 @@ def format_parser(subparsers) -> None:
         help="a group label per row (.npy, .npz, .csv or .txt): each group's "
         "metrics beside the overall ones",
     )
+    p.add_argument(
+        "--compare",
+        metavar="OTHER",
+        help="logits of another model or calibrator on the same rows (any "
+        "logits format): every metric's difference OTHER - these, with paired "
+        "bootstrap intervals (--bootstrap)",
+    )
+    p.add_argument("--compare-key", help="the array of an OTHER file holding several")
     p.add_argument("--json", action="store_true", help="print JSON, not a table")
     p.add_argument(
         "--bootstrap",
@@ -66,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
         [args.logits, args.labels]
         + ([args.calibration] if args.calibration else [])
         + ([args.groups] if args.groups else [])
+        + ([args.compare] if args.compare else [])
     )
     _check_outputs([args.plot], inputs, args.force)
     _check_out_suffix(args.plot, (".png", ".pdf", ".svg"))
@@ -87,6 +97,20 @@ def main(args: argparse.Namespace) -> int:
         groups = None
         if args.groups:
             groups = _load_groups(args.groups, logits.shape[0])
+        comparison = None
+        if args.compare:
+            other = _load_logits(args.compare, args.compare_key, lazy=False)
+            if other.shape != logits.shape:
+                raise CLIError(
+                    f"--compare file {args.compare!r} has shape {other.shape} but "
+                    f"the logits have {logits.shape}: compare forecasts of the "
+                    "same rows and classes"
+                )
+            with _progress_for(args)(logits.shape[0], "compare") as bar:
+                comparison = _compare_lib.streamed_comparison(
+                    logits, 1.0 if t is None else t, other, 1.0, y,
+                    args.bootstrap, args.seed, bar,
+                )  # fmt: skip
         metrics = _report_pair(
             logits,
             y,
@@ -107,6 +131,14 @@ def main(args: argparse.Namespace) -> int:
             "n_classes": int(logits.shape[1]),
             "metrics": metrics,
         }
+        if comparison is not None:
+            out["comparison"] = {
+                "sources": {
+                    "a": {"logits": args.logits, "temperature": t},
+                    "b": {"logits": args.compare, "temperature": None},
+                },
+                **comparison.to_dict(),
+            }
         print(json.dumps(out, indent=2))
     else:
         if t is not None:
@@ -114,6 +146,10 @@ def main(args: argparse.Namespace) -> int:
         print(_format_table(metrics))
         if groups is not None:
             print(_format_groups(metrics))
+        if comparison is not None:
+            at = "" if t is None else f" / T = {t:.6g}"
+            print(f"\ncompared: a = {args.logits}{at}, b = {args.compare}")
+            print(comparison)
         if args.plot:
             print(f"reliability diagram -> {args.plot}")
     return 0

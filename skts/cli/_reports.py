@@ -111,6 +111,11 @@ def _check_lazy_options(args: argparse.Namespace) -> None:
         raise CLIError("--plot needs the rows in memory; not available with shards")
     if getattr(args, "groups", None):
         raise CLIError("--groups needs the rows in memory; not available with shards")
+    if getattr(args, "compare", None):
+        raise CLIError(
+            "--compare reads both files block by block from one machine; not "
+            "available with shards or --scheduler"
+        )
 
 
 def _report_pair_lazy(logits, y, temps: dict) -> dict:

@@ -63,6 +63,48 @@ class ReliabilityCurve:
         """
         return self.accuracy - self.confidence
 
+    def interval(self, confidence_level: float = 0.95):
+        """Wilson score interval of each bin's accuracy.
+
+        The accuracy of a bin of ``n`` samples is a binomial proportion;
+        Wilson's interval for it stays inside [0, 1] and keeps close to its
+        level even for small bins and accuracies near 0 or 1 (where the
+        normal "p +- z se" interval collapses to a point). ``n`` is the bin's
+        total weight (weights count as repetitions). It is the uncertainty of
+        the bin's accuracy given its members, not of the binning.
+
+        Parameters
+        ----------
+        confidence_level : float, default=0.95
+            Level of the intervals.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_bins,)
+            Bounds (NaN for empty bins).
+
+        References
+        ----------
+        E. B. Wilson, "Probable inference, the law of succession, and
+        statistical inference", JASA 22 (1927).
+
+        Examples
+        --------
+        >>> from skts.metrics import reliability_curve
+        >>> curve = reliability_curve([1] * 10, [0.95] * 10, n_bins=2)
+        >>> lower, upper = curve.interval()
+        >>> round(float(lower[1]), 4), float(upper[1])  # 10 of 10 right
+        (0.7225, 1.0)
+        """
+        from scipy.special import ndtri
+
+        z = float(ndtri(0.5 + confidence_level / 2))
+        n = np.where(self.counts > 0, self.counts, np.nan)
+        p = self.accuracy
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
     def calibration_error(self) -> float:
         """Bin-mass weighted mean of ``|gap|`` over non-empty bins (the ECE).
 

@@ -209,7 +209,14 @@ def report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15)
 
 
 def _streamed_sums(
-    logits, y_idx, temperatures, n_bootstrap: int, seed, n_bins: int = 15, bar=None
+    logits,
+    y_idx,
+    temperatures,
+    n_bootstrap: int,
+    seed,
+    n_bins: int = 15,
+    bar=None,
+    others=(),
 ):
     """The report's sums for each of ``temperatures``, and those of
     ``n_bootstrap`` resamples, in one read of the rows, block by block.
@@ -224,21 +231,25 @@ def _streamed_sums(
     drawing all ``n`` indices at once, and every sum is additive over rows.
     The resamples depend only on ``seed``, ``n_bootstrap`` and the shape.
 
-    Returns ``(sums, boot)``: arrays of shape ``(n_temperatures, width)``
-    and ``(n_temperatures, n_bootstrap, width)``.
+    ``others``: more forecasts on the same rows, as ``(logits, T)`` pairs
+    (a comparison), drawn with the same resamples: paired.
+
+    Returns ``(sums, boot)``: arrays of shape ``(n_forecasts, width)`` and
+    ``(n_forecasts, n_bootstrap, width)``, the temperatures first.
     """
     from skts._numerics import blocks, log_softmax
 
     n, k = logits.shape
+    forecasts = [(logits, t) for t in temperatures] + list(others)
     width = 4 + 3 * n_bins + 2 * k * n_bins
-    sums = np.zeros((len(temperatures), width))
-    boot = np.zeros((len(temperatures), n_bootstrap, width))
+    sums = np.zeros((len(forecasts), width))
+    boot = np.zeros((len(forecasts), n_bootstrap, width))
     rng = np.random.default_rng(seed)
     draws_left = np.full(n_bootstrap, n, dtype=np.int64)
     rows_left = n
     for rows in blocks(n, k):
-        z, labels = logits[rows], y_idx[rows]
-        m = z.shape[0]
+        labels = y_idx[rows]
+        m = labels.shape[0]
         counts = []
         if n_bootstrap:
             share = rng.binomial(draws_left, m / rows_left)
@@ -248,10 +259,14 @@ def _streamed_sums(
                 for c in share
             ]
         rows_left -= m
-        # Correct means what predict says: the first argmax of the logits
-        # (rounded probabilities of a near-tie may point elsewhere).
-        predicted = np.asarray(z).argmax(axis=1)
-        for i, t in enumerate(temperatures):
+        read = {}
+        for i, (source, t) in enumerate(forecasts):
+            if id(source) not in read:
+                z = source[rows]
+                # Correct means what predict says: the first argmax of the
+                # logits (rounded probabilities of a near-tie may differ).
+                read[id(source)] = z, np.asarray(z).argmax(axis=1)
+            z, predicted = read[id(source)]
             log_proba = log_softmax(z, t)
             stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba, predicted)
             sums[i] += _report_sums(stats, np.ones(m), k, n_bins)

@@ -11,6 +11,8 @@ from skts.metrics._binned import (
     expected_calibration_error,
     maximum_calibration_error,
 )
+from skts.metrics._debiased import debiased_calibration_error
+from skts.metrics._smooth import smooth_calibration_error
 
 
 class _ProbaScorer:
@@ -45,6 +47,8 @@ _SCORERS = {
     "neg_expected_calibration_error": expected_calibration_error,
     "neg_maximum_calibration_error": maximum_calibration_error,
     "neg_classwise_calibration_error": classwise_calibration_error,
+    "neg_smooth_calibration_error": smooth_calibration_error,
+    "neg_debiased_calibration_error": debiased_calibration_error,
     "neg_brier_score": _brier,
     "neg_log_loss": _log_loss,
 }
@@ -57,7 +61,10 @@ def get_scorer(name):
     ----------
     name : str or callable
         ``"neg_expected_calibration_error"``, ``"neg_maximum_calibration_error"``,
-        ``"neg_classwise_calibration_error"``, ``"neg_brier_score"`` (multiclass
+        ``"neg_classwise_calibration_error"``,
+        ``"neg_smooth_calibration_error"`` (top-label smooth ECE),
+        ``"neg_debiased_calibration_error"`` (top-label debiased L2 error, 15
+        equal-width bins), ``"neg_brier_score"`` (multiclass
         Brier, sum over classes, in [0, 2]; a binary problem uses
         scikit-learn's half scale, [0, 1]) or ``"neg_log_loss"``; any other name
         (or a callable) goes to :func:`sklearn.metrics.get_scorer`.

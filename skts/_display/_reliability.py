@@ -1,90 +1,18 @@
-"""Reliability diagrams and validation-loss curves (matplotlib imported lazily)."""
+"""The reliability diagram: binned (bars or a line, with Wilson bands) or
+kernel-smoothed (with bootstrap bands), and the share of predictions below."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from skts._classifier import TemperatureScaledClassifier
-from skts._numerics import default_temperatures, nll_many
-from skts._responses import encode_seen
-from skts._scaler import TemperatureScaler
-from skts._validation import check_class_indices, check_logits, check_temperatures
-from skts.metrics import reliability_curve
-
-__all__ = ["ReliabilityDisplay", "TemperatureCurveDisplay"]
-
-
-def _pyplot(what: str):
-    """``matplotlib.pyplot``, or an ImportError naming the ``plot`` extra."""
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - exercised without matplotlib
-        raise ImportError(
-            f"{what} needs matplotlib: pip install matplotlib (skts's 'plot' extra)"
-        ) from exc
-    return plt
-
-
-def _has_label(ax, label: str) -> bool:
-    _, labels = ax.get_legend_handles_labels()
-    return label in labels
-
-
-def _check_artist_kwargs(kwargs: dict, artist: str, where: str) -> None:
-    """Keyword arguments for a matplotlib artist: unknown ones are a
-    TypeError that names them (not an error deep inside matplotlib)."""
-    if not kwargs:
-        return
-    from matplotlib.artist import ArtistInspector
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Rectangle
-
-    cls = {"bar": Rectangle, "line": Line2D}[artist]
-    known = set(ArtistInspector(cls).get_setters()) | {"color", "label"}
-    unknown = sorted(k for k in kwargs if k not in known)
-    if unknown:
-        raise TypeError(
-            f"{where} got unexpected keyword argument(s) {unknown}; the rest "
-            f"are passed to matplotlib's {cls.__name__} (e.g. color, alpha, "
-            "linewidth)."
-        )
-
-
-def _next_color(ax) -> str:
-    """The next colour of skts's displays on ``ax``: every display drawn on
-    the same axes gets its own (C0, C1, ...)."""
-    n = getattr(ax, "_skts_displays", 0)
-    ax._skts_displays = n + 1
-    return f"C{n % 10}"
-
-
-def _resolve_class(class_, pos_label, labels, y_true, n_columns):
-    """The column of a one-vs-rest diagram: ``class_`` is a class label (as
-    in ``labels``, else the sorted labels of ``y_true``) or else a column
-    index; ``pos_label`` names the positive class of a binary problem."""
-    if pos_label is not None:
-        if class_ is not None:
-            raise ValueError("give class_ or pos_label, not both.")
-        if n_columns != 2:
-            raise ValueError(
-                f"pos_label is for binary problems; y_prob has {n_columns} columns "
-                "(use class_ for a one-vs-rest diagram)."
-            )
-        class_ = pos_label
-    if class_ is None:
-        return None, None
-    names = np.asarray(labels) if labels is not None else np.unique(y_true)
-    if len(names) == n_columns:
-        match = np.flatnonzero(names == class_)
-        if match.size:
-            return int(match[0]), names[match[0]].item()
-    if isinstance(class_, (int, np.integer)) and 0 <= class_ < n_columns:
-        label = names[class_].item() if len(names) == n_columns else class_
-        return int(class_), label
-    raise ValueError(
-        f"class_ must be a class label or a column index in [0, {n_columns}); "
-        f"got {class_!r}."
-    )
+from skts._display._common import (
+    _check_artist_kwargs,
+    _has_label,
+    _next_color,
+    _pyplot,
+    _resolve_class,
+)
+from skts.metrics import reliability_curve, smooth_reliability_curve
 
 
 class ReliabilityDisplay:
@@ -94,16 +22,22 @@ class ReliabilityDisplay:
     :meth:`plot` to draw it again elsewhere. The top panel shows the accuracy
     of each bin as a bar, the gap to the diagonal as a hatched bar and the ECE
     in the legend; the bottom panel shows the share of samples per bin, which
-    the bars alone hide.
+    the bars alone hide. With ``kind="smooth"`` the top panel is instead the
+    kernel-smoothed accuracy (no bins; Błasiok & Nakkiran's smooth
+    reliability diagram) with a bootstrap band, the legend gives the smooth
+    ECE, and the bottom panel the density of the predictions.
 
     Parameters
     ----------
     confidence, accuracy, counts : ndarray of shape (n_bins,)
-        Per-bin data from :func:`skts.metrics.reliability_curve`.
-    edges : ndarray of shape (n_bins + 1,)
-        Bin edges.
+        Per-bin data from :func:`skts.metrics.reliability_curve`; for a
+        smooth diagram, the grid, the smoothed accuracy and the density of a
+        :class:`skts.metrics.SmoothCurve`.
+    edges : ndarray of shape (n_bins + 1,) or None
+        Bin edges; ``None`` for a smooth diagram.
     ece : float
-        Expected calibration error of the curve (shown in the legend).
+        Expected calibration error of the curve (shown in the legend); the
+        smooth ECE for a smooth diagram.
     estimator_name : str, default=None
         Name shown in the legend.
     class_ : int, default=None
@@ -116,6 +50,14 @@ class ReliabilityDisplay:
     strategy : {"uniform", "quantile"}, default="uniform"
         How the bins were made; quantile bins hold equal shares by
         construction, so their histogram shows the density instead.
+    lower, upper : ndarray of shape (n_bins,) or (n_points,), default=None
+        A band around the accuracy: Wilson intervals per bin
+        (:meth:`skts.metrics.ReliabilityCurve.interval`) or the smooth
+        curve's bootstrap band.
+    confidence_level : float, default=0.95
+        Level of the band (shown in its legend entry).
+    bandwidth : float, default=None
+        Kernel standard deviation of a smooth diagram.
 
     Attributes
     ----------
@@ -131,13 +73,17 @@ class ReliabilityDisplay:
         Bars from accuracy to mean confidence.
     line_ : matplotlib Line2D
         Mean confidence against accuracy (markers at bin means).
-    hist_ : matplotlib BarContainer, LineCollection or None
+    hist_ : matplotlib BarContainer, LineCollection, PolyCollection or None
         Share of samples per bin (bars); for equal-mass bins, whose shares
-        are equal by construction, their edges (lines).
+        are equal by construction, their edges (lines); for a smooth diagram,
+        the density (a filled curve).
+    band_ : matplotlib artist or None
+        The band: error bars (binned) or a filled region (smooth).
 
     See Also
     --------
     skts.metrics.reliability_curve : The data behind the diagram.
+    skts.metrics.smooth_reliability_curve : The data of a smooth diagram.
 
     Examples
     --------
@@ -162,6 +108,10 @@ class ReliabilityDisplay:
         n_classes=None,
         class_label=None,
         strategy="uniform",
+        lower=None,
+        upper=None,
+        confidence_level=0.95,
+        bandwidth=None,
     ):
         self.confidence = confidence
         self.accuracy = accuracy
@@ -173,9 +123,21 @@ class ReliabilityDisplay:
         self.n_classes = n_classes
         self.class_label = class_label
         self.strategy = strategy
+        self.lower = lower
+        self.upper = upper
+        self.confidence_level = confidence_level
+        self.bandwidth = bandwidth
 
     def plot(
-        self, ax=None, *, hist_ax=None, name=None, kind="bar", show_gap=None, **kwargs
+        self,
+        ax=None,
+        *,
+        hist_ax=None,
+        name=None,
+        kind=None,
+        show_gap=None,
+        show_band=None,
+        **kwargs,
     ):
         """Draw the diagram.
 
@@ -189,12 +151,20 @@ class ReliabilityDisplay:
             Axes of the histogram panel, when ``ax`` is given.
         name : str, default=None
             Legend name; default ``estimator_name``.
-        kind : {"bar", "line"}, default="bar"
+        kind : {"bar", "line", "smooth"}, default=None
             Accuracy as bars over the bins, or as a line through the bin means
-            (easier to read when several displays share one axes).
+            (easier to read when several displays share one axes); default
+            ``"bar"``. A smooth diagram (``edges is None``) is drawn only as
+            ``"smooth"``, its default.
         show_gap : bool, default=None
             Draw hatched bars from accuracy to mean confidence; default: with
-            ``kind="bar"``.
+            ``kind="bar"``. A hatched bar above the accuracy means the bin's
+            predictions were more confident than right (overconfident); below
+            it, less (underconfident).
+        show_band : bool, default=None
+            Draw the band (``lower``, ``upper``) when there is one: error bars
+            on the bins, a shaded region around a smooth curve; default: for
+            a smooth diagram only.
         **kwargs : dict
             Passed to ``Axes.bar`` (``kind="bar"``) or ``Axes.plot``.
 
@@ -219,9 +189,29 @@ class ReliabilityDisplay:
         'my model (ECE = 0.2750)'
         """
         plt = _pyplot("ReliabilityDisplay")
-        if kind not in ("bar", "line"):
-            raise ValueError(f"kind must be 'bar' or 'line'; got {kind!r}.")
-        _check_artist_kwargs(kwargs, kind, "ReliabilityDisplay.plot")
+        smooth = self.edges is None
+        if kind is None:
+            kind = "smooth" if smooth else "bar"
+        if smooth and kind != "smooth":
+            raise ValueError(
+                f"a smooth diagram (edges=None) is drawn with kind='smooth'; got "
+                f"{kind!r} (use from_predictions(..., kind={kind!r}) for bins)."
+            )
+        if not smooth and kind not in ("bar", "line"):
+            raise ValueError(
+                f"kind must be 'bar' or 'line' for binned data (or 'smooth' "
+                f"from from_predictions/from_estimator); got {kind!r}."
+            )
+        _check_artist_kwargs(
+            kwargs, "line" if smooth else kind, "ReliabilityDisplay.plot"
+        )
+        if show_band is None:
+            show_band = smooth and self.lower is not None
+        if show_band and self.lower is None:
+            raise ValueError(
+                "show_band=True needs a band: this display has no lower/upper "
+                "(from_predictions computes one)."
+            )
         if ax is None:
             _, (ax, hist_ax) = plt.subplots(
                 2,
@@ -232,15 +222,25 @@ class ReliabilityDisplay:
                 layout="constrained",  # no label is cut
             )
         name = self.estimator_name if name is None else name
-        label = f"ECE = {self.ece:.4f}"
+        label = f"{'smECE' if smooth else 'ECE'} = {self.ece:.4f}"
         if name is not None:
             label = f"{name} ({label})"
         # Each display on the same axes gets its own colour.
         color = kwargs.pop("color", None) or _next_color(ax)
-        low, xlabel = self._plot_diagram(ax, label, color, kind, show_gap, kwargs)
+        self.band_ = None
+        if smooth:
+            low, xlabel = self._plot_smooth(ax, label, color, show_band, kwargs)
+        else:
+            low, xlabel = self._plot_diagram(ax, label, color, kind, show_gap, kwargs)
+            if show_band:
+                self._plot_error_bars(ax, color, kind)
+        self._finish_axes(ax, low)
         self.hist_ = None
         if hist_ax is not None:
-            self._plot_histogram(hist_ax, name, color, low, xlabel)
+            if smooth:
+                self._plot_density(hist_ax, name, color, low, xlabel)
+            else:
+                self._plot_histogram(hist_ax, name, color, low, xlabel)
         else:
             ax.set_xlabel(xlabel)
         self.ax_ = ax
@@ -294,19 +294,31 @@ class ReliabilityDisplay:
                 linewidth=0.5,
                 label="gap" if not _has_label(ax, "gap") else None,
             )
+        return self._axis_low(), self._xlabel()
+
+    def _axis_low(self) -> float:
         # The top-label confidence is at least 1/K: the axis starts there.
-        low = 0.0
         if self.class_ is None and self.n_classes:
-            low = 1.0 / self.n_classes
+            return 1.0 / self.n_classes
+        return 0.0
+
+    def _xlabel(self) -> str:
+        if self.class_ is None:
+            return "Confidence (top-label probability)"
+        shown = self.class_ if self.class_label is None else self.class_label
+        return f"p(class {shown})"
+
+    def _finish_axes(self, ax, low) -> None:
+        """The diagonal, the limits, the y label and the legend."""
         if not _has_label(ax, "Perfectly calibrated"):
             ax.plot(
                 [low, 1], [low, 1], "k--", linewidth=1, label="Perfectly calibrated"
             )
         if self.class_ is None:
-            xlabel, ylabel = "Confidence (top-label probability)", "Accuracy"
+            ylabel = "Accuracy"
         else:
             shown = self.class_ if self.class_label is None else self.class_label
-            xlabel, ylabel = f"p(class {shown})", f"Frequency of class {shown}"
+            ylabel = f"Frequency of class {shown}"
         ax.set(xlim=(low, 1), ylim=(0, 1), ylabel=ylabel)
         # The legend goes above the diagram, never over the data.
         ax.legend(
@@ -316,7 +328,65 @@ class ReliabilityDisplay:
             borderaxespad=0.0,
             fontsize="small",
         )
-        return low, xlabel
+
+    def _band_label(self, ax, what: str):
+        label = f"{self.confidence_level:.0%} {what}"
+        return None if _has_label(ax, label) else label
+
+    def _plot_error_bars(self, ax, color, kind) -> None:
+        """Each bin's Wilson interval, as an error bar at the bin's centre
+        (bars) or at its mean confidence (line)."""
+        full = self.counts > 0
+        x = (self.edges[:-1] + self.edges[1:]) / 2 if kind == "bar" else self.confidence
+        acc = self.accuracy[full]
+        self.band_ = ax.errorbar(
+            x[full],
+            acc,
+            yerr=[acc - self.lower[full], self.upper[full] - acc],
+            fmt="none",
+            ecolor="black" if kind == "bar" else color,
+            elinewidth=1,
+            capsize=2,
+            label=self._band_label(ax, "interval (Wilson)"),
+        )
+
+    def _plot_smooth(self, ax, label, color, show_band, kwargs):
+        """The smoothed accuracy over the confidences the predictions can
+        take, and its bootstrap band."""
+        low = self._axis_low()
+        keep = self.confidence >= low - 1e-12
+        t = self.confidence[keep]
+        if show_band:
+            self.band_ = ax.fill_between(
+                t,
+                self.lower[keep],
+                self.upper[keep],
+                color=color,
+                alpha=0.25,
+                linewidth=0,
+                label=self._band_label(ax, "band (bootstrap)"),
+            )
+        line_kwargs = {"linewidth": 2, "label": label}
+        line_kwargs.update(kwargs)
+        (self.line_,) = ax.plot(t, self.accuracy[keep], color=color, **line_kwargs)
+        self.bars_ = self.gap_bars_ = None
+        return low, self._xlabel()
+
+    def _plot_density(self, hist_ax, name, color, low, xlabel) -> None:
+        """Where the predictions are: the kernel density of the forecasts."""
+        keep = self.confidence >= low - 1e-12
+        self.hist_ = hist_ax.fill_between(
+            self.confidence[keep],
+            self.counts[keep],
+            color=color,
+            alpha=0.35,
+            label=name,
+        )
+        hist_ax.set(ylabel="Density", xlabel=xlabel, xlim=(low, 1))
+        hist_ax.set_ylim(bottom=0)
+        _, names = hist_ax.get_legend_handles_labels()
+        if len([n for n in names if n]) > 1:
+            hist_ax.legend(fontsize="small", loc="upper left")
 
     def _plot_histogram(self, hist_ax, name, color, low, xlabel):
         """How many predictions each bin holds, on ``hist_ax`` (a diagram
@@ -342,8 +412,7 @@ class ReliabilityDisplay:
             hist_ax.set(ylim=(0, 1), yticks=[])
             hist_label = "Bin edges"
             hist_ax.set_title(
-                f"{int(np.sum(full))} equal-mass bins of about {per_bin:.4g} "
-                "samples",
+                f"{int(np.sum(full))} equal-mass bins of about {per_bin:.4g} samples",
                 fontsize="small",
                 loc="left",
             )
@@ -383,6 +452,9 @@ class ReliabilityDisplay:
         hist_ax=None,
         groups=None,
         pos_label=None,
+        n_bootstrap=200,
+        confidence_level=0.95,
+        random_state=None,
         **kwargs,
     ):
         """Reliability diagram of given probabilities.
@@ -421,8 +493,23 @@ class ReliabilityDisplay:
             For a binary problem, scikit-learn's ``CalibrationDisplay``
             convention: the curve of the positive class ``pos_label`` (the
             same as ``class_=pos_label``).
+        n_bootstrap : int, default=200
+            ``kind="smooth"``: resamples of the rows behind the band (the
+            percentile band of the resampled smoothed curves at the same
+            bandwidth, as relplot draws it); 0 for none.
+        confidence_level : float, default=0.95
+            Level of the band: the smooth curve's bootstrap band, or the
+            binned diagram's Wilson intervals (``show_band=True``).
+        random_state : int, RandomState instance or None, default=None
+            Seed of the smooth band's resamples.
         **kwargs : dict
-            Passed to :meth:`plot` (unknown names are a ``TypeError``).
+            Passed to :meth:`plot` (unknown names are a ``TypeError``):
+            ``kind`` (``"bar"``, ``"line"``, or ``"smooth"``: the
+            kernel-smoothed diagram of
+            :func:`skts.metrics.smooth_reliability_curve`, with the smooth
+            ECE in the legend; bins are then not used), ``show_gap``,
+            ``show_band`` (for binned diagrams, the Wilson interval of each
+            bin's accuracy as an error bar), and artist properties.
 
         Returns
         -------
@@ -445,10 +532,13 @@ class ReliabilityDisplay:
         >>> texts[3], sorted(disp.group_displays_)
         ('all (n=20) (ECE = 0.0000)', ['a', 'b'])
         """
-        plot_kw = {k: kwargs[k] for k in ("kind", "show_gap") if k in kwargs}
+        kind = kwargs.get("kind")
+        plot_kw = {
+            k: kwargs[k] for k in ("kind", "show_gap", "show_band") if k in kwargs
+        }
         _check_artist_kwargs(
             {k: v for k, v in kwargs.items() if k not in plot_kw},
-            kwargs.get("kind", "bar"),
+            "line" if kind == "smooth" else kind or "bar",
             "ReliabilityDisplay.from_predictions",
         )
         n_columns = 2 if np.ndim(y_prob) == 1 else np.shape(y_prob)[1]
@@ -469,29 +559,63 @@ class ReliabilityDisplay:
                 name=name,
                 ax=ax,
                 hist_ax=hist_ax,
+                n_bootstrap=n_bootstrap,
+                confidence_level=confidence_level,
+                random_state=random_state,
                 **kwargs,
             )
-        curve = reliability_curve(
-            y_true,
-            y_prob,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_=column,
-            sample_weight=sample_weight,
-            labels=labels,
-        )
-        display = cls(
-            confidence=curve.confidence,
-            accuracy=curve.accuracy,
-            counts=curve.counts,
-            edges=curve.edges,
-            ece=curve.calibration_error(),
+        common = dict(
             estimator_name=name,
             class_=column,
             n_classes=n_columns,
             class_label=class_label,
-            strategy=strategy,
+            confidence_level=confidence_level,
         )
+        if kind == "smooth":
+            band = kwargs.get("show_band") is not False
+            smooth = smooth_reliability_curve(
+                y_true,
+                y_prob,
+                class_=column,
+                n_bootstrap=n_bootstrap if band else 0,
+                confidence_level=confidence_level,
+                random_state=random_state,
+                sample_weight=sample_weight,
+                labels=labels,
+            )
+            display = cls(
+                confidence=smooth.confidence,
+                accuracy=smooth.accuracy,
+                counts=smooth.density,
+                edges=None,
+                ece=smooth.error,
+                lower=smooth.lower,
+                upper=smooth.upper,
+                bandwidth=smooth.bandwidth,
+                **common,
+            )
+        else:
+            curve = reliability_curve(
+                y_true,
+                y_prob,
+                n_bins=n_bins,
+                strategy=strategy,
+                class_=column,
+                sample_weight=sample_weight,
+                labels=labels,
+            )
+            lower, upper = curve.interval(confidence_level)
+            display = cls(
+                confidence=curve.confidence,
+                accuracy=curve.accuracy,
+                counts=curve.counts,
+                edges=curve.edges,
+                ece=curve.calibration_error(),
+                strategy=strategy,
+                lower=lower,
+                upper=upper,
+                **common,
+            )
         return display.plot(ax=ax, hist_ax=hist_ax, **kwargs)
 
     @classmethod
@@ -518,6 +642,7 @@ class ReliabilityDisplay:
             **kw,
         )
         plot_kw = {k: kw.pop(k) for k in ("n_bins", "strategy", "class_")}
+        smooth = kw.get("kind") == "smooth"
         everything.group_displays_ = {}
         for i, g in enumerate(np.unique(groups)):
             rows = groups == g
@@ -530,11 +655,17 @@ class ReliabilityDisplay:
                 name=f"{label} (n={int(rows.sum())})",
                 ax=everything.ax_,
                 hist_ax=everything.hist_ax_,
-                kind="line",
+                kind="smooth" if smooth else "line",
+                show_band=False,
                 color=f"C{i + 1}",
                 **plot_kw,
             )
             hist = everything.group_displays_[label].hist_
+            if smooth:
+                if hist is not None:
+                    # The group's density as an outline over the whole's.
+                    hist.set(facecolor="none", edgecolor=f"C{i + 1}", linewidth=1.5)
+                continue
             if hist is not None and not hasattr(hist, "patches"):
                 # Equal-mass bins: the group's bin edges, dashed over the whole's.
                 hist.set(color=f"C{i + 1}", linestyle="--", linewidth=1.0)
@@ -542,6 +673,9 @@ class ReliabilityDisplay:
             for bar in [] if hist is None else hist.patches:
                 # Outlines: the groups' shares stay readable over the whole's.
                 bar.set(fill=False, edgecolor=f"C{i + 1}", linewidth=1.5, alpha=1.0)
+        if smooth and everything.hist_ax_ is not None:
+            # (the legend again: its entries were copied before the outlines)
+            everything.hist_ax_.legend(fontsize="small", loc="upper left")
         return everything
 
     @classmethod
@@ -576,7 +710,10 @@ class ReliabilityDisplay:
             See :meth:`from_predictions` (class labels are those of
             ``classes_``).
         **kwargs : dict
-            Passed to :meth:`plot` (unknown names are a ``TypeError``).
+            ``n_bootstrap``, ``confidence_level``, ``random_state`` as in
+            :meth:`from_predictions`; the rest passed to :meth:`plot`
+            (``kind="smooth"`` for the kernel-smoothed diagram, ``show_band``;
+            unknown names are a ``TypeError``).
         name : str, default=None
             Legend name; default the estimator's class name.
 
@@ -618,257 +755,5 @@ class ReliabilityDisplay:
             hist_ax=hist_ax,
             groups=groups,
             pos_label=pos_label,
-            **kwargs,
-        )
-
-
-class TemperatureCurveDisplay:
-    """Validation loss over the candidate temperatures, the chosen one marked.
-
-    A chosen temperature at an end of the range (a
-    :class:`~skts.BoundaryTemperatureWarning`) shows at once as a marker on
-    the edge of the curve.
-
-    Parameters
-    ----------
-    temperatures : ndarray of shape (n_candidates,)
-        Sorted candidate temperatures.
-    losses : ndarray of shape (n_candidates,)
-        Validation loss at each candidate.
-    temperature : float, default=None
-        The chosen temperature.
-    estimator_name : str, default=None
-        Name shown in the legend.
-
-    Attributes
-    ----------
-    ax_ : matplotlib Axes
-        Axes of the plot.
-    figure_ : matplotlib Figure
-        Figure holding the axes.
-    line_ : matplotlib Line2D
-        The loss curve.
-    marker_ : matplotlib Line2D or None
-        The chosen temperature.
-
-    Examples
-    --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> import numpy as np
-    >>> from skts import TemperatureCurveDisplay
-    >>> logits = np.log([[9.0, 1.0]] * 4)
-    >>> y = [0, 0, 0, 1]
-    >>> disp = TemperatureCurveDisplay.from_logits(logits, y, temperature=2.0)
-    >>> disp.ax_.get_xscale()
-    'log'
-    """
-
-    def __init__(self, *, temperatures, losses, temperature=None, estimator_name=None):
-        self.temperatures = temperatures
-        self.losses = losses
-        self.temperature = temperature
-        self.estimator_name = estimator_name
-
-    def plot(self, ax=None, *, name=None, **kwargs):
-        """Draw the curve.
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` makes a new figure.
-        name : str, default=None
-            Legend name; default ``estimator_name``.
-        **kwargs : dict
-            Passed to ``Axes.plot`` for the curve.
-
-        Returns
-        -------
-        display : TemperatureCurveDisplay
-            ``self``, with the artists set.
-
-        Examples
-        --------
-        >>> import matplotlib
-        >>> matplotlib.use("Agg")
-        >>> import numpy as np
-        >>> from skts import TemperatureCurveDisplay
-        >>> disp = TemperatureCurveDisplay(
-        ...     temperatures=np.array([0.5, 1.0, 2.0]),
-        ...     losses=np.array([0.9, 0.6, 0.7]),
-        ...     temperature=1.0,
-        ... ).plot()
-        >>> disp.marker_.get_label()
-        'chosen T = 1'
-        """
-        plt = _pyplot("TemperatureCurveDisplay")
-        _check_artist_kwargs(kwargs, "line", "TemperatureCurveDisplay.plot")
-        if ax is None:
-            _, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
-        name = self.estimator_name if name is None else name
-        color = kwargs.pop("color", None) or _next_color(ax)
-        temps = np.asarray(self.temperatures, dtype=np.float64)
-        losses = np.asarray(self.losses, dtype=np.float64)
-        (self.line_,) = ax.plot(
-            temps, losses, label=name or "validation NLL", color=color, **kwargs
-        )
-        self.marker_ = None
-        if self.temperature is not None:
-            t = float(self.temperature)
-            loss = np.interp(np.log(t), np.log(temps), losses)
-            edge = t <= temps[0] or t >= temps[-1]
-            label = f"chosen T = {t:.4g}"
-            if edge:
-                # At an end of the grid the loss may keep falling beyond it:
-                # say so, and mark the edge, so the choice cannot be missed.
-                label += " (edge of the grid)"
-                ax.axvline(t, color="tab:red", linestyle=":", linewidth=1)
-            (self.marker_,) = ax.plot(
-                [t],
-                [loss],
-                "D" if edge else "o",
-                color="tab:red",
-                markersize=7 if edge else 6,
-                label=label,
-                zorder=3,
-            )
-        ax.set_xscale("log")
-        # A logarithmic loss axis shows the minimum when the loss explodes as
-        # T -> 0; a loss that falls to 0 (separable data) would vanish from
-        # it, so that curve keeps a linear axis.
-        finite = losses[np.isfinite(losses)]
-        if finite.size and finite.min() > 0 and finite.max() > 10 * finite.min():
-            ax.set_yscale("log")
-        ax.set(xlabel="Temperature T", ylabel="Validation log-loss")
-        ax.legend(loc="best", fontsize="small")
-        self.ax_ = ax
-        self.figure_ = ax.figure
-        return self
-
-    @classmethod
-    def from_logits(
-        cls,
-        logits,
-        y,
-        *,
-        temperatures=None,
-        temperature=None,
-        name=None,
-        ax=None,
-        **kwargs,
-    ):
-        """Loss curve of held-out logits with class indices ``y``.
-
-        Parameters
-        ----------
-        logits : array-like or tensor of shape (n_samples, n_classes)
-            Held-out logits. Binary logits may be one column, shape
-            ``(n_samples,)``: the logit of class 1, i.e. logits ``(0, d)``.
-        y : array-like of shape (n_samples,)
-            Class indices in ``0..n_classes-1``.
-        temperatures : array-like of shape (n_candidates,), default=None
-            Candidates; default the 1001-point grid of skts.
-        temperature : float, default=None
-            Temperature to mark.
-        name : str, default=None
-            Legend name.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
-        **kwargs : dict
-            Passed to :meth:`plot`.
-
-        Returns
-        -------
-        display : TemperatureCurveDisplay
-            The drawn display.
-
-        Examples
-        --------
-        >>> import matplotlib
-        >>> matplotlib.use("Agg")
-        >>> import numpy as np
-        >>> from skts import TemperatureCurveDisplay
-        >>> logits = np.log([[9.0, 1.0]] * 4)
-        >>> disp = TemperatureCurveDisplay.from_logits(
-        ...     logits, [0, 0, 0, 1], temperatures=[0.5, 1.0, 2.0, 4.0], temperature=2.0
-        ... )
-        >>> disp.losses.round(4)
-        array([1.1109, 0.6547, 0.5623, 0.5931])
-        """
-
-        logits = check_logits(logits, warn_probabilities=True)
-        y = check_class_indices(y, logits.shape)
-        grid = np.unique(check_temperatures(temperatures))
-        losses = nll_many(logits, y, grid)
-        display = cls(
-            temperatures=grid,
-            losses=losses,
-            temperature=temperature,
-            estimator_name=name,
-        )
-        return display.plot(ax=ax, **kwargs)
-
-    @classmethod
-    def from_estimator(cls, estimator, X, y, *, name=None, ax=None, **kwargs):
-        """Loss curve of a fitted :class:`~skts.TemperatureScaledClassifier` or
-        :class:`~skts.TemperatureScaler` on held-out ``(X, y)``.
-
-        Parameters
-        ----------
-        estimator : TemperatureScaledClassifier or TemperatureScaler
-            Fitted; its candidates and ``temperature_`` are used.
-        X : array-like
-            Held-out inputs (logits for a ``TemperatureScaler``).
-        y : array-like of shape (n_samples,)
-            True labels (class indices for a ``TemperatureScaler``).
-        name : str, default=None
-            Legend name.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
-        **kwargs : dict
-            Passed to :meth:`plot`.
-
-        Returns
-        -------
-        display : TemperatureCurveDisplay
-            The drawn display.
-
-        Examples
-        --------
-        >>> import matplotlib
-        >>> matplotlib.use("Agg")
-        >>> import numpy as np
-        >>> from skts import TemperatureCurveDisplay
-        >>> from skts import TemperatureScaler
-        >>> logits = np.log([[9.0, 1.0]] * 4)
-        >>> scaler = TemperatureScaler(temperatures=[0.5, 1.0, 2.0, 4.0]).fit(
-        ...     logits, [0, 0, 0, 1]
-        ... )
-        >>> disp = TemperatureCurveDisplay.from_estimator(scaler, logits, [0, 0, 0, 1])
-        >>> disp.marker_.get_xdata()[0] == scaler.temperature_
-        np.True_
-        """
-        if isinstance(estimator, TemperatureScaledClassifier):
-            logits = estimator._uncalibrated_logits(X)
-            y = encode_seen(np.asarray(y), estimator.classes_)
-        elif isinstance(estimator, TemperatureScaler):
-            logits, _ = estimator._logits(X, "predict_proba")
-        else:
-            raise ValueError(
-                "estimator must be a fitted TemperatureScaledClassifier or "
-                f"TemperatureScaler; got {type(estimator).__name__}."
-            )
-        temperatures = (
-            default_temperatures()
-            if estimator.temperatures is None
-            else estimator.temperatures
-        )
-        return cls.from_logits(
-            logits,
-            y,
-            temperatures=temperatures,
-            temperature=estimator.temperature_,
-            name=name,
-            ax=ax,
             **kwargs,
         )
