@@ -91,9 +91,9 @@ class ReliabilityCurve:
         Examples
         --------
         >>> from skts.metrics import reliability_curve
-        >>> curve = reliability_curve([1] * 10, [0.95] * 10, n_bins=2)
+        >>> curve = reliability_curve([1] * 10, [0.95] * 10, n_bins=2, labels=[0, 1])
         >>> lower, upper = curve.interval()
-        >>> round(float(lower[1]), 4), float(upper[1])  # 10 of 10 right
+        >>> round(float(lower[1]), 4), round(float(upper[1]), 4)  # 10 of 10 right
         (0.7225, 1.0)
         """
         from scipy.special import ndtri
