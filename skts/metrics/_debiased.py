@@ -50,7 +50,6 @@ def debiased_error(f, hits, w, n_bins, strategy, norm) -> float:
     folded = np.abs(gap)
     noisy = s > 0
     d, sd = gap[noisy], s[noisy]
-    folded = folded.copy()
     folded[noisy] = sd * np.sqrt(2 / np.pi) * np.exp(-0.5 * (d / sd) ** 2) + d * (
         1 - 2 * ndtr(-d / sd)
     )

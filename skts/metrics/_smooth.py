@@ -24,6 +24,7 @@ from scipy.fft import irfft, next_fast_len, rfft
 
 from skts._sklearn_compat import Interval, StrOptions, validate_params
 from skts.metrics._binned import _check_targets, _weights
+from skts.metrics._bootstrap import percentile_interval, resample_weights
 
 # relplot's constants (relplot.metrics.smooth_ece, relplot.kernels,
 # relplot.config): the evaluation grid, the density floor, the search.
@@ -171,24 +172,28 @@ def _interpolate(t: NDArray, values: NDArray) -> NDArray:
     return values[..., inds] * (1 - residual) + values[..., inds + 1] * residual
 
 
-def _smoothed(smoother, residual, sigma, t, weights=None, key=True):
-    """The smoothed ``residual`` and the density (relplot's
-    ``BaseKernelMixin.smooth``) on the points ``t``."""
+def _smoothed(smoother, values, sigma, t, *, weights=None, key=None, wide=False):
+    """``values`` smoothed over the forecasts and read on ``t``, and the
+    density there (relplot's ``BaseKernelMixin.smooth``: what its
+    ``KernelSmoother`` predicts). ``wide``: the kernel out to offsets of 1,
+    not relplot's 0.5. The grids are cached under ``key`` (only with the
+    smoother's own weights: they do not depend on the bandwidth)."""
     m = _grid_size(sigma)
+    cached = key is not None and weights is None
     grids = np.stack(
         [
-            smoother.grid(residual, m, weights, "r" if key else None),
-            smoother.grid(np.ones_like(residual), m, weights, "1" if key else None),
+            smoother.grid(values, m, weights, key if cached else None),
+            smoother.grid(np.ones_like(values), m, weights, "1" if cached else None),
         ]
     )
-    num, den = _interpolate(t, _convolve(grids, sigma))
+    num, den = _interpolate(t, _convolve(grids, sigma, wide))
     den = den + _DENSITY_FLOOR
     return num / den, den
 
 
 def _error_at(smoother, residual, sigma: float) -> float:
     t = np.linspace(0.0, 1.0, max(round(10 / sigma), _MESH))
-    rs, den = _smoothed(smoother, residual, sigma, t)
+    rs, den = _smoothed(smoother, residual, sigma, t, key="residual")
     return float(np.sum(np.abs(rs) * den) / np.sum(den))
 
 
@@ -250,21 +255,6 @@ def smooth_error(f, hits, w, bandwidth=None, smoother=None) -> tuple[float, floa
     return _error_at(smoother, residual, sigma), sigma
 
 
-def _smooth_values(smoother, values, sigma, t, weights=None, wide=True):
-    """``values`` smoothed over the forecasts and read on ``t`` (relplot's
-    ``BaseKernelMixin.smooth``: what its ``KernelSmoother`` predicts, with
-    the kernel out to offsets of 1 unless ``wide=False``), and the density
-    there."""
-    m = _grid_size(sigma)
-    ones = np.ones_like(values)
-    grids = np.stack(
-        [smoother.grid(values, m, weights), smoother.grid(ones, m, weights)]
-    )
-    num, den = _interpolate(t, _convolve(grids, sigma, wide))
-    den = den + _DENSITY_FLOOR
-    return num / den, den
-
-
 def smooth_curve(f, hits, w, bandwidth=None, n_bootstrap=0, rng=None, level=0.95):
     """The smoothed reliability curve at the smooth ECE's bandwidth (or the
     given one) on relplot's 200-point plotting grid (the smoothed outcomes,
@@ -284,16 +274,14 @@ def smooth_curve(f, hits, w, bandwidth=None, n_bootstrap=0, rng=None, level=0.95
     sigma = _bandwidth(smoother, residual) if bandwidth is None else bandwidth
     error = _error_at(smoother, residual, sigma)
     t = np.linspace(0.0, 1.0, _MESH)
-    accuracy, den = _smooth_values(smoother, hits, sigma, t)
+    accuracy, den = _smoothed(smoother, hits, sigma, t, key="hits", wide=True)
     density = den / (den.sum() * (t[1] - t[0]))
     lower = upper = None
     if n_bootstrap:
-        from skts.metrics._bootstrap import percentile_interval, resample_weights
-
         draws = np.empty((n_bootstrap, t.shape[0]))
         for b in range(n_bootstrap):
             wb = w * resample_weights(rng, f.shape[0])
-            draws[b] = _smooth_values(smoother, hits, sigma, t, wb)[0]
+            draws[b] = _smoothed(smoother, hits, sigma, t, weights=wb, wide=True)[0]
         bands = [percentile_interval(draws[:, j], level) for j in range(t.shape[0])]
         lower, upper = (np.array(b) for b in zip(*bands, strict=True))
     return SmoothCurve(t, accuracy, density, float(sigma), error, lower, upper, level)
