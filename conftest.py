@@ -22,6 +22,15 @@ _DATA = Path(
 )
 
 
+# skts.torch imports torch: its doctests need it.
+try:
+    import torch  # noqa: F401
+
+    collect_ignore = []
+except ImportError:
+    collect_ignore = ["skts/torch.py", "skts/_torch.py"]
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip, with a reason, what cannot run here: doctest pages that read the
     shared CIFAR logits when they are absent, pages that need Dask or

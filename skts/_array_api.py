@@ -20,13 +20,17 @@ recognised by their type's module and their ``__dlpack__``/``device``.
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
 
 from skts._numerics import (
     BIG,
+    BLOCK_ELEMENTS,
     EXP_FLOOR,
     F32_BLOCKS,
     HP_DIGITS,
@@ -124,14 +128,204 @@ class Widened:
         return out
 
 
+class Positions(Widened):
+    """Logits with their classes on axis 1 of ``raw`` (shape ``(n, K, s)``:
+    ``s`` positions per sample, a pixel or a token each), read as the 2-D
+    ``(m, K)`` array of one row per position, in C order (sample, then
+    position), block by block; ``keep`` (sorted flat positions) drops the
+    others (``ignore_index``). Never transposed or copied whole: a block of
+    rows is gathered into this thread's scratch buffer (``Widened``'s
+    contract), in float32 (float16 and bfloat16 widened: ``bits`` says
+    ``raw`` holds bfloat16's 16 bits) or float64.
+    """
+
+    def __init__(
+        self,
+        raw: NDArray,
+        keep: NDArray | None = None,
+        bits: bool = False,
+        threads: int = 1,
+    ):
+        self.raw, self.keep, self.bits, self.threads = raw, keep, bits, threads
+        n, k, per = raw.shape
+        self.per = per
+        self.shape = (n * per if keep is None else int(keep.shape[0]), k)
+        wide = raw.dtype == np.float64 and not bits
+        self.dtype = np.dtype(np.float64 if wide else np.float32)
+
+    def __getitem__(self, key) -> NDArray:
+        m = self.shape[0]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(m)
+            if self.keep is None and step == 1:
+                return self._range(start, max(start, stop))
+            if self.keep is None and step > 1 and stop > start:
+                return self._every(start, stop, step)
+            if step == 1 and stop > start:
+                pos = self.keep[start:stop]
+                first, last = int(pos[0]), int(pos[-1]) + 1
+                if last - first <= 4 * (stop - start):
+                    # Mostly kept: the run's rows, then the kept ones (cheaper
+                    # than gathering element by element).
+                    run = self._range(first, last, "positions-run")
+                    out = scratch("positions", (stop - start, self.shape[1]), run.dtype)
+                    # (mode="clip": the indices are in range, and "raise" buffers out)
+                    return np.take(run, pos - first, axis=0, out=out, mode="clip")
+            pos = (
+                np.arange(start, stop, step)
+                if self.keep is None
+                else self.keep[start:stop:step]
+            )
+        else:
+            pos = np.arange(m)[key] if self.keep is None else self.keep[key]
+        pos = np.asarray(pos, dtype=np.intp)
+        threads = self.threads if threading.current_thread() is _MAIN else 1
+        if pos.ndim != 1 or threads <= 1 or pos.size * self.shape[1] < 1 << 17:
+            n, s = np.divmod(pos, self.per)
+            return self._cast(self.raw[n, :, s], None)
+        out = np.empty((pos.size, self.shape[1]), self._kind)
+
+        def gather(part: slice) -> None:
+            n, s = np.divmod(pos[part], self.per)
+            block = self.raw[n, :, s]
+            np.copyto(
+                out[part],
+                block.view(np.uint16) if self.bits else block,
+                casting="unsafe",
+            )
+
+        cuts = np.linspace(0, pos.size, threads + 1).astype(np.intp)
+        pool = _gather_pool(threads)
+        for f in [
+            pool.submit(gather, slice(a, b)) for a, b in itertools.pairwise(cuts)
+        ]:
+            f.result()
+        if self.bits:
+            np.left_shift(out, 16, out=out)
+            return out.view(np.float32)
+        return out
+
+    def _range(self, start: int, stop: int, name: str = "positions") -> NDArray:
+        """Rows ``start:stop`` of every position (``keep`` not applied)."""
+        k, per = self.shape[1], self.per
+        if per == 1:
+            block = self.raw[start:stop, :, 0]
+            if self.raw.dtype == self.dtype and not self.bits:
+                return block  # rows of a (n, K) array: a view
+            return self._cast(block, scratch(name, block.shape, self._kind))
+        out = scratch(name, (stop - start, k), self._kind)
+        threads = self.threads if threading.current_thread() is _MAIN else 1
+        if threads > 1 and (stop - start) * k >= 1 << 17:
+            # (numpy's copies release the GIL: the two halves at once)
+            cuts = np.linspace(start, stop, threads + 1).astype(np.intp)
+            pool = _gather_pool(threads)
+            done = [
+                pool.submit(self._fill, out, start, int(a), int(b))
+                for a, b in itertools.pairwise(cuts)
+            ]
+            for f in done:
+                f.result()
+        else:
+            self._fill(out, start, start, stop)
+        if self.bits:
+            np.left_shift(out, 16, out=out)
+            return out.view(np.float32)
+        return out
+
+    def _every(self, start: int, stop: int, step: int) -> NDArray:
+        """Rows ``start:stop:step`` (no ``keep``): each sample's positions
+        among them are a strided slice of its plane."""
+        k, per = self.shape[1], self.per
+        count = len(range(start, stop, step))
+        out = np.empty((count, k), self._kind)
+        first = start // per
+        last = (start + (count - 1) * step) // per
+
+        def fill(samples) -> None:
+            for n in samples:
+                # the first row of sample n in the progression, and its index
+                lo = max(start, n * per)
+                j = -(-(lo - start) // step)
+                i = start + j * step
+                hi = min(stop, (n + 1) * per)
+                if i >= hi:
+                    continue
+                seg = self.raw[n, :, i - n * per : hi - n * per : step]
+                seg = seg.view(np.uint16) if self.bits else seg
+                np.copyto(out[j : j + seg.shape[1]], seg.T, casting="unsafe")
+
+        samples = range(first, last + 1)
+        threads = self.threads if threading.current_thread() is _MAIN else 1
+        if threads > 1 and count * k >= 1 << 17 and len(samples) > 1:
+            pool = _gather_pool(threads)
+            done = [pool.submit(fill, samples[t::threads]) for t in range(threads)]
+            for f in done:
+                f.result()
+        else:
+            fill(samples)
+        if self.bits:
+            np.left_shift(out, 16, out=out)
+            return out.view(np.float32)
+        return out
+
+    def _fill(self, out: NDArray, base: int, start: int, stop: int) -> None:
+        """Rows ``start:stop`` into ``out[start - base : stop - base]``,
+        through a contiguous ``(K, run)`` copy: the K source rows of a run lie
+        one plane apart, and transposing from them directly costs 2.5x."""
+        k, per = self.shape[1], self.per
+        # (runs of at most one block's elements: the plane stays in cache)
+        most = max(1, min(stop - start, per, BLOCK_ELEMENTS // k))
+        plane = scratch("positions-plane", (k, most), self.raw.dtype)
+        i = start
+        while i < stop:  # one sample's run of positions at a time
+            n, s = divmod(i, per)
+            end = min(stop, (n + 1) * per, i + most)
+            src = plane[:, : end - i]
+            np.copyto(src, self.raw[n, :, s : s + end - i])
+            src = src.T.view(np.uint16) if self.bits else src.T
+            np.copyto(out[i - base : end - base], src, casting="unsafe")
+            i = end
+
+    @property
+    def _kind(self):
+        return np.uint32 if self.bits else self.dtype
+
+    def _cast(self, block: NDArray, out: NDArray | None) -> NDArray:
+        if self.bits:
+            wide = np.empty(block.shape, np.uint32) if out is None else out
+            np.copyto(wide, block.view(np.uint16), casting="unsafe")
+            np.left_shift(wide, 16, out=wide)
+            return wide.view(np.float32)
+        if block.dtype == self.dtype:
+            return block
+        if out is None:
+            return block.astype(self.dtype)
+        np.copyto(out, block, casting="unsafe")
+        return out
+
+
+_MAIN = threading.main_thread()
+_POOLS: dict = {}
+
+
+def _gather_pool(threads: int) -> ThreadPoolExecutor:
+    """A pool that :class:`Positions` gathers blocks with (kept: a pass asks
+    for one per block)."""
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads, "skts-gather")
+    return pool
+
+
 def host_logits(x, name: str):
     """A NumPy view (or :class:`Widened`) of a host array; errors for one on
     a device, with what to do."""
     if not on_host(x):
         raise ValueError(
             f"{name} lives on device {getattr(x, 'device', '?')}: enable "
-            "sklearn.set_config(array_api_dispatch=True) to calibrate it there, "
-            "or move it to the CPU."
+            "sklearn.set_config(array_api_dispatch=True) to calibrate it there "
+            "(with SCIPY_ARRAY_API=1 set before SciPy is imported), or move it "
+            "to the CPU."
         )
     kind = dtype_name(x)
     if _module(x) == "torch":

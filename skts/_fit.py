@@ -29,10 +29,14 @@ from skts._numerics import (
     warn_boundary,
 )
 from skts._validation import (
+    Layout,
     check_class_indices,
+    check_device_layout,
     check_device_logits,
+    check_layout,
     check_logits,
     check_weights,
+    class_axis_of,
     device_namespace,
     host_labels,
     is_dask_array,
@@ -47,18 +51,48 @@ __all__ = [
 ]
 
 
-def rows_for(logits, y, sample_weight=None, *, n_jobs=None) -> Rows:
-    """Held-out rows, checked, in the backend their array calls for."""
+def rows_for(
+    logits, y, sample_weight=None, *, n_jobs=None, class_axis=1, ignore_index=None
+) -> Rows:
+    """Held-out rows, checked, in the backend their array calls for.
+
+    Logits of shape ``(n, K, d1, ..., dk)`` (classes on ``class_axis``) give
+    one row per position, and ``ignore_index`` drops the positions whose
+    label it is (:func:`skts._validation.check_layout`): the rows, and so the
+    answer, of the flattened, filtered ``(m, K)`` array.
+    """
     if is_dask_array(logits):
+        if logits.ndim > 2 or ignore_index is not None:
+            raise ValueError(
+                "Dask logits must be 2-D rows (n_samples, n_classes) without "
+                "ignore_index: reshape them to one row per position and drop the "
+                "ignored rows first."
+            )
         from skts._dask import DaskRows
 
         return DaskRows(logits, y, sample_weight)
     xp = device_namespace(logits)
     if xp is not None:
+        logits, y, sample_weight = check_device_layout(
+            logits,
+            y,
+            sample_weight,
+            xp,
+            class_axis=class_axis,
+            ignore_index=ignore_index,
+        )
         logits = check_device_logits(logits, xp)
         y = check_class_indices(host_labels(y, xp), logits.shape)
         sample_weight = check_weights(host_labels(sample_weight, xp), logits.shape[0])
         return XpRows(logits, y, sample_weight, xp, logits.device)
+    logits, y, sample_weight, _ = check_layout(
+        logits,
+        y,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+        n_jobs=n_jobs,
+    )
     logits = check_logits(logits, warn_probabilities=True, stacklevel=5)
     y = check_class_indices(host_labels(y, None), logits.shape)
     sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
@@ -92,17 +126,32 @@ def fit_temperature(
     return result
 
 
-def checked_logits(logits):
-    """Logits to predict on, checked where they live: ``(logits, xp)``, ``xp``
-    the array-API namespace to compute in (None: NumPy or Dask)."""
+def checked_logits(logits, class_axis: int = 1):
+    """Logits to predict on, checked where they live: ``(logits, xp,
+    layout)``, ``xp`` the array-API namespace to compute in (None: NumPy or
+    Dask), ``layout`` None for 2-D rows, else the input's
+    :class:`~skts._validation.Layout` (``logits`` is then one row per
+    position, and ``layout.restore`` puts results back in place)."""
     xp, _ = namespace(logits)
     if is_dask_array(logits):
         from skts._dask import as_logits
 
-        return as_logits(logits), None
+        if logits.ndim > 2:
+            raise ValueError(
+                "Dask logits must be 2-D rows (n_samples, n_classes): reshape "
+                "them to one row per position first."
+            )
+        return as_logits(logits), None, None
     if xp is not None:
-        return check_device_logits(logits, xp), xp
-    return check_logits(logits), None
+        layout = None
+        if logits.ndim > 2:
+            layout = Layout(tuple(logits.shape), class_axis_of(logits.ndim, class_axis))
+            logits = xp.reshape(
+                xp.moveaxis(logits, layout.axis, -1), (-1, layout.n_classes)
+            )
+        return check_device_logits(logits, xp), xp, layout
+    logits, _, _, layout = check_layout(logits, class_axis=class_axis)
+    return check_logits(logits), None, layout
 
 
 def apply_temperature(
@@ -126,11 +175,11 @@ def apply_temperature(
         )
     if is_dask_array(logits):
         if output == "logits":
-            return logits.astype(np.float64) / temperature
+            return (logits.astype(np.float64) / temperature).astype(dtype)
         from skts._dask import log_softmax_lazy, softmax_lazy
 
         lazy = log_softmax_lazy if output == "log_proba" else softmax_lazy
-        return lazy(logits, temperature)
+        return lazy(logits, temperature).astype(dtype)
     if output == "logits":
         out = np.empty(logits.shape, dtype=dtype)
         with np.errstate(over="ignore"):

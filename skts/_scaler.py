@@ -48,12 +48,32 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         answer does not depend on it: every block's sums are added in block
         order. (On Dask arrays the scheduler's workers run the blocks.)
 
-    dtype : {np.float64, np.float32}, default=np.float64
+    dtype : {np.float64, np.float32} or None, default=None
         Floating type of what :meth:`predict_proba`, :meth:`predict_log_proba`,
         :meth:`transform` and :meth:`decision_function` return for NumPy input
-        (the arithmetic is float64 either way). ``None`` keeps the input's:
-        float32 logits give float32 probabilities, at half the memory. Under
-        ``array_api_dispatch`` the outputs keep the input's type regardless.
+        and tensors in host memory (the arithmetic is float64 either way).
+        ``None`` keeps the input's precision: float32, float16 and bfloat16
+        logits give float32 outputs (half the memory of float64), float64
+        gives float64. Under ``array_api_dispatch`` the outputs keep the
+        input's type and device regardless (scikit-learn needs the
+        environment variable ``SCIPY_ARRAY_API=1`` set before SciPy is
+        imported to turn that dispatch on).
+
+    class_axis : int, default=1
+        The axis of the classes in logits of more than two dimensions, as
+        PyTorch's ``CrossEntropyLoss`` takes them: ``(N, K, d1, ..., dk)``
+        per-pixel or per-token logits with labels ``(N, d1, ..., dk)``
+        (``class_axis=-1`` for ``(batch, tokens, classes)``, as Hugging Face
+        models return them). Every position is one held-out row; the logits
+        are read in place, block by block, never transposed or copied whole,
+        and the outputs come back in the input's layout. For 2-D logits the
+        classes are the columns whatever its value.
+
+    ignore_index : int, default=None
+        A label value whose positions :meth:`fit` leaves out (``-100`` is
+        PyTorch's and Hugging Face's convention for padding tokens and
+        unlabelled pixels). ``None`` keeps every row. The fit equals the fit
+        on the flattened, filtered ``(m, n_classes)`` array bit for bit.
 
     Attributes
     ----------
@@ -121,6 +141,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "n_jobs": [Integral, None],
         "dtype": [Options(type, {np.float32, np.float64}), None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     }
 
     def __init__(
@@ -130,13 +152,17 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         solver="grid",
         tol=1e-10,
         n_jobs=None,
-        dtype=np.float64,
+        dtype=None,
+        class_axis=1,
+        ignore_index=None,
     ):
         self.temperatures = temperatures
         self.solver = solver
         self.tol = tol
         self.n_jobs = n_jobs
         self.dtype = dtype
+        self.class_axis = class_axis
+        self.ignore_index = ignore_index
 
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, logits, y, sample_weight=None):
@@ -180,7 +206,14 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         """
         temperatures = check_temperatures(self.temperatures)
         fit_space = space(logits)
-        rows = rows_for(logits, y, sample_weight, n_jobs=self.n_jobs)
+        rows = rows_for(
+            logits,
+            y,
+            sample_weight,
+            n_jobs=self.n_jobs,
+            class_axis=self.class_axis,
+            ignore_index=self.ignore_index,
+        )
         result = fit_temperature(rows, temperatures, solver=self.solver, tol=self.tol)
         self.temperature_ = result.temperature
         self._fit_space = fit_space
@@ -191,17 +224,21 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _logits(self, logits, method: str):
-        """Checked logits, and the array-API namespace to compute in (None:
-        NumPy)."""
+        """Checked logits (one row per position), the array-API namespace to
+        compute in (None: NumPy) and the input's layout (None: 2-D)."""
         check_is_fitted(self)
         check_same_space(self, logits, method)
-        logits, xp = checked_logits(logits)
+        logits, xp, layout = checked_logits(logits, self.class_axis)
         if logits.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"logits has {logits.shape[1]} columns, but TemperatureScaler was "
                 f"fitted with {self.n_features_in_}."
             )
-        return logits, xp
+        return logits, xp, layout
+
+    @staticmethod
+    def _restore(out, xp, layout):
+        return out if layout is None else layout.restore(out, xp)
 
     def transform(self, logits):
         """Calibrated logits ``logits / temperature_``.
@@ -214,7 +251,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            ``logits / temperature_`` in float64, or as ``dtype`` asks (an
+            ``logits / temperature_`` in the input's precision (float32 for
+            float32 and half-precision logits, see ``dtype``) and layout (an
             array-API array under ``array_api_dispatch``: in its namespace, on
             its device, in its floating type, at least float32).
 
@@ -228,15 +266,16 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.transform(logits[:1]).round(4)  # logits / T
         array([[1.0986, 0.    ]])
         """
-        logits, xp = self._logits(logits, "transform")
-        return apply_temperature(
+        logits, xp, layout = self._logits(logits, "transform")
+        out = apply_temperature(
             logits, self.temperature_, "logits", xp=xp, dtype=self._output_dtype(logits)
         )
+        return self._restore(out, xp, layout)
 
     def _output_dtype(self, logits):
         """The floating type of NumPy outputs (see ``dtype``)."""
         if self.dtype is None:
-            wide = getattr(logits, "dtype", None) == np.float64
+            wide = str(getattr(logits, "dtype", "")).endswith("float64")
             return np.float64 if wide else np.float32
         return self.dtype
 
@@ -251,7 +290,9 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Rows sum to 1 (float64, or as ``dtype`` asks; under
+            Rows sum to 1 (in the input's precision: float32 for float32 and
+            half-precision logits, see ``dtype``; classes on ``class_axis``
+            for logits of more than two dimensions; under
             ``array_api_dispatch``, in the input's namespace, device and
             floating type, at least float32).
 
@@ -278,7 +319,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Calibrated log-probabilities (float64, or as ``dtype`` asks; under
+            Calibrated log-probabilities (in the input's precision and
+            layout, as :meth:`predict_proba`; under
             ``array_api_dispatch``, as :meth:`predict_proba`).
 
         Examples
@@ -295,8 +337,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _softmax(self, logits, method: str, *, log: bool):
         """(log-)softmax of ``logits / temperature_`` in the input's space."""
-        logits, xp = self._logits(logits, method)
-        return apply_temperature(
+        logits, xp, layout = self._logits(logits, method)
+        out = apply_temperature(
             logits,
             self.temperature_,
             "log_proba" if log else "proba",
@@ -304,6 +346,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             dtype=self._output_dtype(logits),
             n_jobs=self.n_jobs,
         )
+        return self._restore(out, xp, layout)
 
     def decision_function(self, logits):
         """Calibrated scores, as a scikit-learn classifier returns them.
@@ -333,7 +376,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         array([ 2., -1.])
         """
         scores = self.transform(logits)
-        if self.n_features_in_ != 2:
+        if self.n_features_in_ != 2 or scores.ndim != 2:
             return scores
         return scores[:, 1] - scores[:, 0]
 
@@ -360,10 +403,50 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.predict(logits[:2])  # never changed by T
         array([0, 0])
         """
-        logits, xp = self._logits(logits, "predict")
+        logits, xp, layout = self._logits(logits, "predict")
         if xp is not None:
-            return xp.argmax(logits, axis=1)
-        return logits.argmax(axis=1)
+            return self._restore(xp.argmax(logits, axis=1), xp, layout)
+        return self._restore(logits.argmax(axis=1), xp, layout)
+
+    def to_torch(self, model=None):
+        """The fitted temperature as a PyTorch module (needs torch).
+
+        Parameters
+        ----------
+        model : torch.nn.Module, default=None
+            The model whose logits the temperature divides; ``None``: an
+            ``nn.Identity()``, a module that divides the logits it is given.
+
+        Returns
+        -------
+        skts.torch.TemperatureScaledModule
+            ``model`` wrapped, ``temperature`` a buffer holding
+            ``temperature_`` (float32; float64 for a float64 model).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skts import TemperatureScaler
+        >>> logits = np.log([[9.0, 1.0]] * 4)
+        >>> scaler = TemperatureScaler([0.5, 1.0, 2.0]).fit(logits, [0, 0, 0, 1])
+        >>> module = scaler.to_torch()  # doctest: +SKIP
+        >>> float(module.temperature)  # doctest: +SKIP
+        2.0
+        """
+        check_is_fitted(self)
+        try:
+            import torch
+        except ImportError:
+            raise ImportError(
+                "TemperatureScaler.to_torch needs PyTorch: pip install torch"
+            ) from None
+        from skts._torch import TemperatureScaledModule
+
+        module = TemperatureScaledModule(
+            torch.nn.Identity() if model is None else model, self.temperature_
+        )
+        module.scaler = self
+        return module
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

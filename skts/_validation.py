@@ -9,6 +9,7 @@ command line all call these.
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from numbers import Real
@@ -19,6 +20,7 @@ from sklearn.utils.validation import check_array, column_or_1d
 
 from skts import _array_api
 from skts._array_api import (
+    Positions,
     Widened,
     host_logits,
     is_foreign,
@@ -26,14 +28,17 @@ from skts._array_api import (
     on_host,
     to_numpy,
 )
-from skts._numerics import F32_BLOCKS, blocks, default_temperatures
+from skts._numerics import F32_BLOCKS, blocks, default_temperatures, kernel_threads
 
 __all__ = [
+    "Layout",
     "check_chunk",
     "check_class_indices",
     "check_dask_logits",
+    "check_device_layout",
     "check_device_logits",
     "check_groups",
+    "check_layout",
     "check_logits",
     "check_piece",
     "check_shape",
@@ -41,9 +46,12 @@ __all__ = [
     "check_weights",
     "check_widened",
     "check_xp_logits",
+    "class_axis_of",
     "device_namespace",
+    "flat_positions",
     "host_labels",
     "is_dask_array",
+    "kept_rows",
 ]
 
 
@@ -113,6 +121,241 @@ def check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
     return arr
 
 
+class Layout:
+    """Where the classes and the positions of logits of any rank are: the
+    shape of the input, its class axis, and the shape of its labels
+    (everything but the class axis)."""
+
+    def __init__(self, shape: tuple[int, ...], class_axis: int):
+        self.shape, self.axis = shape, class_axis
+        self.n_classes = shape[class_axis]
+        self.label_shape = shape[:class_axis] + shape[class_axis + 1 :]
+
+    def restore(self, flat, xp=None):
+        """An ``(m, K)`` array of one row per position back in the input's
+        layout (a view for NumPy: no copy); an ``(m,)`` array of one value
+        per position in the labels' shape."""
+        if flat.ndim == 1:
+            return flat.reshape(self.label_shape)
+        if xp is None:
+            return np.moveaxis(flat.reshape(*self.label_shape, -1), -1, self.axis)
+        out = xp.reshape(flat, (*self.label_shape, flat.shape[1]))
+        return xp.moveaxis(out, -1, self.axis)
+
+
+def class_axis_of(ndim: int, class_axis: int) -> int:
+    """``class_axis`` as a non-negative axis of ``ndim``-D logits."""
+    if not -ndim <= class_axis < ndim or class_axis % ndim == 0:
+        raise ValueError(
+            f"class_axis={class_axis} is not an axis of {ndim}-D logits other "
+            "than the sample axis 0."
+        )
+    return class_axis % ndim
+
+
+def check_layout(
+    logits,
+    y=None,
+    sample_weight=None,
+    *,
+    class_axis: int = 1,
+    ignore_index=None,
+    name: str = "logits",
+    n_jobs: int | None = None,
+):
+    """Logits of shape ``(n, K, d1, ..., dk)`` (classes on ``class_axis``)
+    and labels of shape ``(n, d1, ..., dk)``, as the 2-D rows the passes
+    read, one per position whose label is not ``ignore_index``.
+
+    Returns ``(logits, y, sample_weight, layout)``: ``logits`` a
+    :class:`~skts._array_api.Positions` reader of the input (nothing
+    transposed or copied whole), ``y`` and ``sample_weight`` flat over the
+    kept positions (a weight of shape ``(n,)`` weighs every position of its
+    sample), ``layout`` the input's :class:`Layout`. 2-D (and 1-D binary)
+    logits without ``ignore_index`` are returned as given, with layout None.
+    """
+    raw, bits = logits, False
+    if is_foreign(raw):
+        raw = host_logits(raw, name)
+    if isinstance(raw, Widened):
+        raw, bits = raw.raw, raw.bits
+    elif not isinstance(raw, np.ndarray):
+        raw = np.asarray(raw)
+    if raw.ndim <= 2 and (ignore_index is None or y is None):
+        return logits, y, sample_weight, None
+    if raw.ndim == 1:  # binary logits: (0, d) rows
+        raw, bits = check_logits(raw, name), False
+    if raw.ndim == 2:
+        axis = 1
+    else:
+        axis = class_axis_of(raw.ndim, class_axis)
+    if not bits and raw.dtype.kind in "iub":
+        raw = raw.astype(np.float64)
+    if not bits and raw.dtype.kind != "f":
+        raise ValueError(f"{name} must hold floating-point logits; got {raw.dtype}.")
+    layout = Layout(raw.shape, axis)
+    moved = np.moveaxis(raw, axis, 1)
+    n, k = layout.shape[0], layout.n_classes
+    per = math.prod(layout.label_shape[1:])
+    if axis == raw.ndim - 1 and raw.flags.c_contiguous:
+        flat = raw.reshape(n * per, k, 1)  # one row per position: a view
+    else:
+        flat = moved.reshape(n, k, per)  # a view for C-contiguous input
+    keep = None
+    if y is not None:
+        y = np.asarray(host_labels(y, None))
+        if y.shape != layout.label_shape:
+            hint = (
+                " (tokens as (batch, tokens, classes)? pass class_axis=-1)"
+                if raw.ndim == 3 and y.shape == raw.shape[:2]
+                else ""
+            )
+            raise ValueError(
+                f"{name} of shape {raw.shape} has its classes on axis {axis}, so "
+                f"its labels must have shape {layout.label_shape}; got "
+                f"{y.shape}{hint}."
+            )
+        y, sample_weight, keep = _per_position(
+            y, host_labels(sample_weight, None), layout.label_shape, ignore_index
+        )
+    threads = kernel_threads(n_jobs, flat.size)
+    reader = Positions(flat, keep, bits, threads)
+    # Finite logits need no search for the first bad one (check_widened):
+    # a sum in the input's own layout says so without gathering a row.
+    reader.finite = not bits and _all_finite(raw)
+    return reader, y, sample_weight, layout
+
+
+def _per_position(y, extra, label_shape, ignore_index, doing="calibrate on"):
+    """Labels of shape ``label_shape`` made flat, with ``extra`` (weights or
+    groups: one per sample, or one per position) beside them, and the
+    positions not labelled ``ignore_index``: ``(y, extra, keep)``, ``keep``
+    None when every position is kept."""
+    y = np.asarray(y).reshape(-1)
+    if extra is not None and not isinstance(extra, Real):
+        e = np.asarray(extra)
+        n = label_shape[0]
+        if e.shape == label_shape:
+            e = e.reshape(-1)
+        elif e.shape == (n,):
+            e = np.repeat(e, y.shape[0] // max(n, 1))
+        else:
+            raise ValueError(
+                f"sample_weight must have shape ({n},) or {label_shape}; got {e.shape}."
+            )
+        extra = e
+    keep = None
+    if ignore_index is not None:
+        kept = y != ignore_index
+        if not kept.any():
+            raise ValueError(
+                f"every label is ignore_index={ignore_index!r}: nothing to {doing}."
+            )
+        if not kept.all():
+            keep = np.flatnonzero(kept)
+            y = y[keep]
+            if extra is not None and not isinstance(extra, Real):
+                extra = extra[keep]
+    return y, extra, keep
+
+
+def kept_rows(logits, keep: NDArray) -> Positions:
+    """The rows ``keep`` (sorted) of checked host logits (a 2-D array, a
+    :class:`~skts._array_api.Widened` or a ``Positions`` reader without
+    ``keep``), as a reader: nothing is copied."""
+    if isinstance(logits, Positions):
+        if logits.keep is not None:
+            keep = logits.keep[keep]
+        rows = Positions(logits.raw, keep, logits.bits, logits.threads)
+    elif isinstance(logits, Widened):
+        rows = Positions(logits.raw[:, :, None], keep, logits.bits)
+    else:
+        rows = Positions(np.asarray(logits)[:, :, None], keep)
+    rows.finite = True  # (checked already)
+    layout = getattr(logits, "layout", None)
+    if layout is not None:
+        rows.layout = layout
+    return rows
+
+
+def _all_finite(raw: NDArray) -> bool:
+    """Whether every entry is finite, by sums in chunks of the array as laid
+    out (a sum is finite if every entry is, barring overflow; then
+    ``isfinite`` decides)."""
+    if raw.flags.c_contiguous:
+        flat = raw.reshape(-1)
+        step = 1 << 22
+        chunks = (flat[i : i + step] for i in range(0, flat.shape[0], step))
+    else:  # (a sample at a time: never a copy of the whole)
+        chunks = (raw[i] for i in range(raw.shape[0]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for chunk in chunks:
+            total = np.add.reduce(chunk, axis=None)
+            if not np.isfinite(total) and not np.isfinite(chunk).all():
+                return False
+    return True
+
+
+def flat_positions(
+    y_true, y_prob, sample_weight=None, *, class_axis=1, ignore_index=None
+):
+    """``(y_true, y_prob, sample_weight)`` with one row per position of
+    ``y_prob`` of shape ``(n, K, d1, ..., dk)`` (classes on ``class_axis``)
+    and the positions labelled ``ignore_index`` dropped: what the metrics
+    read (their probabilities are float64 copies anyway). 2-D input without
+    ``ignore_index`` is returned as given."""
+    if ignore_index is None and np.ndim(y_prob) <= 2:
+        return y_true, y_prob, sample_weight
+    if is_foreign(y_prob):
+        y_prob = np.asarray(host_logits(y_prob, "y_prob")[:])
+    y_prob = np.asarray(y_prob)
+    y_true = np.asarray(host_labels(y_true, None))
+    label_shape = y_true.shape
+    if y_prob.ndim > 2:
+        layout = Layout(y_prob.shape, class_axis_of(y_prob.ndim, class_axis))
+        if y_true.shape != layout.label_shape:
+            raise ValueError(
+                f"y_prob of shape {y_prob.shape} has its classes on axis "
+                f"{layout.axis}, so y_true must have shape {layout.label_shape}; "
+                f"got {y_true.shape}."
+            )
+        y_prob = np.moveaxis(y_prob, layout.axis, -1).reshape(-1, layout.n_classes)
+    y_true, sample_weight, keep = _per_position(
+        y_true, host_labels(sample_weight, None), label_shape, ignore_index, "measure"
+    )
+    if keep is not None:
+        y_prob = y_prob[keep]
+    return y_true, y_prob, sample_weight
+
+
+def check_device_layout(
+    logits, y, sample_weight, xp, *, class_axis=1, ignore_index=None
+):
+    """:func:`check_layout` for logits on a device: the rows of one position
+    each, gathered there (one copy on the device; labels and weights, O(n),
+    on the host)."""
+    if logits.ndim <= 2 and ignore_index is None:
+        return logits, y, sample_weight
+    if logits.ndim == 1:
+        logits = check_device_logits(logits, xp)
+    shape = tuple(logits.shape)
+    axis = 1 if logits.ndim == 2 else class_axis_of(logits.ndim, class_axis)
+    layout = Layout(shape, axis)
+    z = xp.reshape(xp.moveaxis(logits, axis, -1), (-1, layout.n_classes))
+    y = np.asarray(host_labels(y, xp))
+    if y.shape != layout.label_shape:
+        raise ValueError(
+            f"logits of shape {shape} has its classes on axis {axis}, so its "
+            f"labels must have shape {layout.label_shape}; got {y.shape}."
+        )
+    y, sample_weight, keep = _per_position(
+        y, host_labels(sample_weight, xp), layout.label_shape, ignore_index
+    )
+    if keep is not None:
+        z = xp.take(z, xp.asarray(keep, device=z.device), axis=0)
+    return z, y, sample_weight
+
+
 def check_logits(
     logits,
     name: str = "logits",
@@ -137,7 +380,10 @@ def check_logits(
         logits = Widened(logits)
     if isinstance(logits, Widened):
         if len(logits.shape) == 2 and logits.shape[1] != 1:
-            logits = check_widened(logits, name)
+            if getattr(logits, "finite", False):
+                check_shape(logits.shape, name)
+            else:
+                logits = check_widened(logits, name)
             if warn_probabilities and _look_like_probabilities(logits):
                 _warn_probabilities(name, stacklevel)
             return logits

@@ -269,7 +269,8 @@ def bad(tmp_path, files):
                 "--out",
                 "o.json",
             ],
-            ["must be 2-D"],
+            # (3-D logits are per-position rows: their labels are 2-D)
+            ["classes on axis 1", "must have shape (2, 2); got (2,)"],
         ),
         (
             [
@@ -1173,7 +1174,9 @@ def test_report_groups_beside_the_whole(files, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     metrics = json.loads(r.stdout)["metrics"]
-    scaler = TemperatureScaler(temperatures=[t]).fit(logits[:300], y[:300])
+    scaler = TemperatureScaler(temperatures=[t], dtype=np.float64).fit(
+            logits[:300], y[:300]
+        )
     proba = scaler.predict_proba(logits[:300])
     for name, p in (
         ("after", proba),

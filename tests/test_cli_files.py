@@ -64,6 +64,7 @@ def test_safetensors_logits_and_labels(data):
     safetensors.save_file({"labels": y}, str(folder / "y.safetensors"))
     t, _ = _fit_t(folder, "z.safetensors", "y.safetensors", "--key", "logits")
     assert t == ref
+    # A tensor named "logits" is the logits without --key (issue 29) ...
     r = run(
         "fit",
         "--logits",
@@ -71,10 +72,24 @@ def test_safetensors_logits_and_labels(data):
         "--labels",
         "y.npy",
         "--out",
+        "-",
+        cwd=folder,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["temperature"] == t
+    # ... and other names need it.
+    safetensors.save_file({"scores": z, "extra": z[:3]}, str(folder / "s.safetensors"))
+    r = run(
+        "fit",
+        "--logits",
+        "s.safetensors",
+        "--labels",
+        "y.npy",
+        "--out",
         "x.json",
         cwd=folder,
     )
-    assert_one_line_error(r, "holds ['extra', 'logits']", "--key")
+    assert_one_line_error(r, "holds ['extra', 'scores']", "--key")
     assert not (folder / "x.json").exists()
     (folder / "bad.safetensors").write_bytes(
         b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}"

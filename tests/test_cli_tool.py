@@ -174,7 +174,7 @@ def test_dash_writes_to_stdout(files):
     )
     assert r.returncode == 0, r.stderr
     proba = np.loadtxt(r.stdout.splitlines(), delimiter=",")
-    expected = TemperatureScaler().fit(z, y).predict_proba(z)
+    expected = TemperatureScaler(dtype=np.float64).fit(z, y).predict_proba(z)
     np.testing.assert_allclose(proba, expected, rtol=1e-15)
     r = run(
         "apply",

@@ -161,7 +161,8 @@ def test_hostile_predictions(pyplot, y_true, y_prob, match):
 def test_hostile_logits_for_the_curve(pyplot):
     with pytest.raises(ValueError, match="logits contains NaN"):
         TemperatureCurveDisplay.from_logits(np.array([[np.nan, 1.0]]), [0])
-    with pytest.raises(ValueError, match="logits must be 2-D"):
+    # (3-D logits are per-position rows: their labels are 2-D)
+    with pytest.raises(ValueError, match=r"labels must have shape \(2, 2\)"):
         TemperatureCurveDisplay.from_logits(np.zeros((2, 2, 2)), [0, 1])
     with pytest.raises(ValueError, match="class indices"):
         TemperatureCurveDisplay.from_logits(np.array([[0.0, 1.0]]), [5])

@@ -264,7 +264,11 @@ def test_multi_metric_and_fallback():
     "y_true, y_prob, match",
     [
         ([[0, 1], [1, 0]], [0.2, 0.8], "y should be a 1d array"),
-        ([0, 1], [[[0.2, 0.8]], [[0.5, 0.5]]], "y_prob must be 1-D|dim"),
+        (
+            [0, 1],
+            [[[0.2, 0.8]], [[0.5, 0.5]]],
+            "y_prob must be 1-D|dim|y_true must have shape \\(2, 2\\)",
+        ),
         ([0, 1], [["a", "b"], ["c", "d"]], "could not convert|y_prob"),
         ([0, 1], [[np.inf, 0.0], [0.5, 0.5]], "y_prob contains infinity"),
         (["a", "b"], [[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]], "pass labels="),

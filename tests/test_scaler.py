@@ -77,7 +77,9 @@ def test_float32_stays_float32_in_memory(data):
 
     assert _check_logits(logits32) is logits32
     scaler = TemperatureScaler().fit(logits32, y)
-    assert scaler.predict_proba(logits32).dtype == np.float64
+    # Outputs keep the input's precision by default (issue 29).
+    assert scaler.predict_proba(logits32).dtype == np.float32
+    assert scaler.predict_proba(logits).dtype == np.float64
 
 
 def test_continuous_solver(data):
@@ -146,7 +148,7 @@ def test_bad_temperatures(data, temperatures, match):
         (np.array([[np.nan, 1.0]]), [0], "logits contains NaN"),
         (np.array([[np.inf, 1.0]]), [0], "logits contains infinity"),
         (np.zeros((0, 3)), [], "logits is empty"),
-        (np.zeros((2, 2, 2)), [0, 0], "logits must be 2-D"),
+        (np.zeros((2, 2, 2)), [0, 0], "labels must have shape \\(2, 2\\)"),
         (np.zeros((2, 0)), [0, 0], "at least 2 columns"),
         (np.array([[1.0, 2.0]]), [0, 1], "logits has 1 rows but y has 2"),
         (np.array([[1.0, 2.0]]), [2], r"y must contain class indices in \[0, 2\)"),
@@ -351,8 +353,8 @@ def test_a_flat_loss_goes_to_the_smallest_and_says_so(solver):
 def test_output_dtype_is_what_the_user_asks_for(data):
     z, y = data
     z32 = z.astype(np.float32)
-    default = TemperatureScaler().fit(z32, y)
-    keep = TemperatureScaler(dtype=None).fit(z32, y)
+    default = TemperatureScaler(dtype=np.float64).fit(z32, y)
+    keep = TemperatureScaler().fit(z32, y)  # dtype=None: the input's
     single = TemperatureScaler(dtype=np.float32).fit(z, y)
     for method in ("predict_proba", "predict_log_proba", "transform"):
         wide = getattr(default, method)(z32)

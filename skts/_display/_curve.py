@@ -9,7 +9,12 @@ from skts._display._common import _check_artist_kwargs, _next_color, _pyplot
 from skts._numerics import default_temperatures, nll_many
 from skts._responses import encode_seen
 from skts._scaler import TemperatureScaler
-from skts._validation import check_class_indices, check_logits, check_temperatures
+from skts._validation import (
+    check_class_indices,
+    check_layout,
+    check_logits,
+    check_temperatures,
+)
 
 
 class TemperatureCurveDisplay:
@@ -145,6 +150,8 @@ class TemperatureCurveDisplay:
         temperature=None,
         name=None,
         ax=None,
+        class_axis=1,
+        ignore_index=None,
         **kwargs,
     ):
         """Loss curve of held-out logits with class indices ``y``.
@@ -164,6 +171,12 @@ class TemperatureCurveDisplay:
             Legend name.
         ax : matplotlib Axes, default=None
             Axes to draw on.
+        class_axis : int, default=1
+            Axis of the classes of logits of more than two dimensions
+            (``(n_samples, n_classes, d1, ..., dk)``, ``y`` of shape
+            ``(n_samples, d1, ..., dk)``; as :class:`~skts.TemperatureScaler`).
+        ignore_index : int, default=None
+            A label whose positions are left out (``-100``: padding).
         **kwargs : dict
             Passed to :meth:`plot`.
 
@@ -186,6 +199,9 @@ class TemperatureCurveDisplay:
         array([1.1109, 0.6547, 0.5623, 0.5931])
         """
 
+        logits, y, _, _ = check_layout(
+            logits, y, class_axis=class_axis, ignore_index=ignore_index
+        )
         logits = check_logits(logits, warn_probabilities=True)
         y = check_class_indices(y, logits.shape)
         grid = np.unique(check_temperatures(temperatures))
@@ -242,7 +258,10 @@ class TemperatureCurveDisplay:
             logits = estimator._uncalibrated_logits(X)
             y = encode_seen(np.asarray(y), estimator.classes_)
         elif isinstance(estimator, TemperatureScaler):
-            logits, _ = estimator._logits(X, "predict_proba")
+            estimator._logits(X, "predict_proba")  # (fitted, and X fits it)
+            logits = X  # (read as the scaler reads it: classes, ignore_index)
+            kwargs.setdefault("class_axis", estimator.class_axis)
+            kwargs.setdefault("ignore_index", estimator.ignore_index)
         else:
             raise ValueError(
                 "estimator must be a fitted TemperatureScaledClassifier or "

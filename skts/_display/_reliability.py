@@ -12,6 +12,7 @@ from skts._display._common import (
     _pyplot,
     _resolve_class,
 )
+from skts._validation import flat_positions
 from skts.metrics import reliability_curve, smooth_reliability_curve
 
 
@@ -455,6 +456,8 @@ class ReliabilityDisplay:
         n_bootstrap=200,
         confidence_level=0.95,
         random_state=None,
+        class_axis=1,
+        ignore_index=None,
         **kwargs,
     ):
         """Reliability diagram of given probabilities.
@@ -502,6 +505,12 @@ class ReliabilityDisplay:
             binned diagram's Wilson intervals (``show_band=True``).
         random_state : int, RandomState instance or None, default=None
             Seed of the smooth band's resamples.
+        class_axis : int, default=1
+            Axis of the classes of ``y_prob`` of more than two dimensions
+            (per-pixel or per-token probabilities, ``y_true`` of shape
+            ``(n_samples, d1, ..., dk)``; every position one sample).
+        ignore_index : int, default=None
+            A label whose positions are left out (``-100``: padding).
         **kwargs : dict
             Passed to :meth:`plot` (unknown names are a ``TypeError``):
             ``kind`` (``"bar"``, ``"line"``, or ``"smooth"``: the
@@ -540,6 +549,17 @@ class ReliabilityDisplay:
             {k: v for k, v in kwargs.items() if k not in plot_kw},
             "line" if kind == "smooth" else kind or "bar",
             "ReliabilityDisplay.from_predictions",
+        )
+        if groups is not None:  # (one per sample, or one per position)
+            _, _, groups = flat_positions(
+                y_true, y_prob, groups, class_axis=class_axis, ignore_index=ignore_index
+            )
+        y_true, y_prob, sample_weight = flat_positions(
+            y_true,
+            y_prob,
+            sample_weight,
+            class_axis=class_axis,
+            ignore_index=ignore_index,
         )
         n_columns = 2 if np.ndim(y_prob) == 1 else np.shape(y_prob)[1]
         column, class_label = _resolve_class(

@@ -46,7 +46,7 @@ from skts._numerics._blocks import (
 from skts._numerics._compiled import kernel
 from skts._numerics._exact import HP_DIGITS, combine_exact, exact_part, exact_values
 from skts._numerics._steps import model_step
-from skts._numerics._threads import kernel_threads, map_blocks
+from skts._numerics._threads import kernel_threads, map_blocks, python_threads
 
 __all__ = [
     "Rows",
@@ -608,11 +608,20 @@ class Rows:
                 temperatures,
                 **options,
                 **({} if own is None else {"span_out": own}),
+                n_threads=inner,
             )
             sums, found = out if isinstance(out, tuple) else (out, None)
             return sums, found, own
 
-        parts = map_blocks(block, n_samples, n_classes, self.n_jobs)
+        # Where Python threads over blocks do not pay (few classes), one call
+        # reads several blocks and the kernel's own threads share them: the
+        # same blocks, hence the same bits.
+        n_elements = n_samples * n_classes
+        inner = 1
+        if python_threads(self.n_jobs, n_elements, n_classes) <= 1:
+            inner = kernel_threads(self.n_jobs, n_elements)
+        factor = 8 * inner if inner > 1 else 1
+        parts = map_blocks(block, n_samples, n_classes, self.n_jobs, factor)
         sums = np.concatenate([p[0] for p in parts])
         found = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
         if spans is not None:

@@ -70,7 +70,11 @@ def main(args: argparse.Namespace) -> int:
     calib = _load_calibration(args.calibration)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
         logits = _load_logits(
-            args.logits, args.key, lazy=args.scheduler is not None, warn=False
+            args.logits,
+            args.key,
+            lazy=args.scheduler is not None,
+            warn=False,
+            class_axis=args.class_axis,
         )
         return _apply_to(args, calib, logits, outputs)
 
@@ -119,6 +123,7 @@ def _apply_to(args, calib, logits, outputs) -> int:
                     lambda rows: fn(read(rows), t),
                     step,
                     bar,
+                    layout=getattr(logits, "layout", None),
                 )
         if args.labels_out is not None:
             with progress(n, "labels") as bar:
@@ -131,6 +136,7 @@ def _apply_to(args, calib, logits, outputs) -> int:
                     lambda rows: np.argmax(read(rows), axis=1),
                     step,
                     bar,
+                    layout=getattr(logits, "layout", None),
                 )
     where = paths + (["stdout"] if STDOUT in outputs else [])
     print(

@@ -94,6 +94,23 @@ def add_inputs(p, labels: bool) -> None:
             "--labels-key", help="the array of a labels file holding several"
         )
     p.add_argument(
+        "--class-axis",
+        type=int,
+        default=1,
+        metavar="AXIS",
+        help="axis of the classes of logits of more than 2 dimensions, as "
+        "PyTorch's (N, K, d1, ..., dk) (-1: classes last, as token logits "
+        "(batch, tokens, classes)); labels are then (N, d1, ..., dk)",
+    )
+    if labels:
+        p.add_argument(
+            "--ignore-index",
+            type=int,
+            metavar="LABEL",
+            help="leave out the positions with this label (-100: PyTorch's "
+            "and Hugging Face's padding)",
+        )
+    p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help="run on this running dask.distributed scheduler (.npy inputs)",

@@ -77,9 +77,16 @@ def main(args: argparse.Namespace) -> int:
     progress = _progress_for(args)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
         lazy = args.scheduler is not None
-        logits = _load_logits(args.logits, args.key, lazy=lazy)
-        y = _load_labels(
-            args.labels, args.labels_key, logits.shape, logits, args.logits
+        logits = _load_logits(
+            args.logits, args.key, lazy=lazy, class_axis=args.class_axis
+        )
+        y, logits, _ = _load_labels(
+            args.labels,
+            args.labels_key,
+            logits.shape,
+            logits,
+            args.logits,
+            ignore_index=args.ignore_index,
         )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BoundaryTemperatureWarning)

@@ -92,9 +92,15 @@ def _header_rows(p: Path, delimiter: str | None, what: str) -> int:
     )
 
 
-def _choose(names: list[str], key: str | None, path: str, what: str) -> str:
-    """The array ``key`` of a file holding several (or its only one)."""
+def _choose(
+    names: list[str], key: str | None, path: str, what: str, by_name: bool = False
+) -> str:
+    """The array ``key`` of a file holding several (or its only one; with
+    ``by_name``, the one named ``what``: "logits" or "labels", as PyTorch
+    code names its tensors in .pt and .safetensors files)."""
     if key is None:
+        if by_name and len(names) > 1 and what in names:
+            return what
         if len(names) != 1:
             option = "--key" if what == "logits" else "--labels-key"
             raise CLIError(
@@ -127,7 +133,7 @@ def _load_safetensors(p: Path, what: str, key: str | None):
         ) from None
     with safe_open(str(p), framework="numpy") as fh:  # validates the header
         names = sorted(fh.keys())
-    key = _choose(names, key, str(p), what)
+    key = _choose(names, key, str(p), what, by_name=True)
     with open(p, "rb") as fh:
         size = int.from_bytes(fh.read(8), "little")
         header = json.loads(fh.read(size))
@@ -145,7 +151,7 @@ def _load_safetensors(p: Path, what: str, key: str | None):
     else:
         arr = np.memmap(p, dtype=dtype, mode="r", offset=8 + size + start, shape=shape)
     if info["dtype"] == "BF16":
-        return Widened(arr, bits=True) if arr.ndim == 2 else _bf16(arr)
+        return Widened(arr, bits=True) if arr.ndim >= 2 else _bf16(arr)
     return arr
 
 
@@ -177,13 +183,13 @@ def _load_torch(p: Path, what: str, key: str | None):
         ) from None
     if isinstance(obj, dict):
         names = sorted(k for k, v in obj.items() if isinstance(v, torch.Tensor))
-        obj = obj[_choose(names, key, str(p), what)]
+        obj = obj[_choose(names, key, str(p), what, by_name=True)]
     if not isinstance(obj, torch.Tensor):
         raise CLIError(
             f"{what} file {str(p)!r} holds a {type(obj).__name__}, not a tensor "
             "(or a dict of tensors)"
         )
-    if obj.dtype == torch.bfloat16 and obj.ndim != 2:
+    if obj.dtype == torch.bfloat16 and obj.ndim < 2:
         return _bf16(obj.view(torch.int16).numpy())
     try:
         return host_logits(obj, f"{what} file {str(p)!r}")
@@ -273,7 +279,13 @@ def _load_lazy(path: str, what: str):
         raise CLIError(str(exc).splitlines()[0].rstrip(".")) from None
 
 
-def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = True):
+def _load_logits(
+    path: str,
+    key: str | None,
+    lazy: bool = False,
+    warn: bool = True,
+    class_axis: int = 1,
+):
     if lazy or _is_shards(path):
         arr = _load_lazy(path, "logits")
         if arr.ndim != 2 or arr.dtype.kind not in "fiu":
@@ -286,7 +298,14 @@ def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = Tr
         except ValueError as exc:
             raise CLIError(str(exc).rstrip(".")) from None
     arr = _load_array(path, what="logits", key=key, ndmin=2)
-    if arr.dtype.kind not in "fiu":
+    layout = None
+    if len(arr.shape) > 2:
+        # Per-pixel or per-token logits: one row per position, read in place.
+        try:
+            arr, _, _, layout = _validation.check_layout(arr, class_axis=class_axis)
+        except ValueError as exc:
+            raise CLIError(f"logits file {path!r}: {str(exc).rstrip('.')}") from None
+    elif arr.dtype.kind not in "fiu":
         raise CLIError(f"logits file {path!r} must hold numbers; got dtype {arr.dtype}")
     if arr.dtype.kind in "iu":
         arr = arr.astype(np.float64)
@@ -300,18 +319,39 @@ def _load_logits(path: str, key: str | None, lazy: bool = False, warn: bool = Tr
         raise CLIError(str(exc).rstrip(".")) from None
     for w in caught:
         print(f"skts: warning: {w.message}", file=sys.stderr)
+    if layout is not None:
+        arr.layout = layout  # (the labels' shape, and apply's output's)
     return arr
 
 
 def _load_labels(
-    path: str, key: str | None, shape: tuple[int, int], logits=None, logits_path=""
+    path: str,
+    key: str | None,
+    shape: tuple[int, int],
+    logits=None,
+    logits_path="",
+    ignore_index: int | None = None,
 ):
+    """The labels of ``logits``, checked: ``(labels, logits, keep)``, both
+    without the rows labelled ``ignore_index`` (``keep``: the rows kept, or
+    None for all)."""
     if _is_shards(path) or _validation.is_dask_array(logits):
-        return _load_lazy_labels(path, key, shape, logits, logits_path)
+        if ignore_index is not None:
+            raise CLIError("--ignore-index reads files, not shards or --scheduler")
+        return _load_lazy_labels(path, key, shape, logits, logits_path), logits, None
     arr = _load_array(path, what="labels", key=key)
     if isinstance(arr, Widened):
         raise CLIError(f"labels file {path!r} must hold integers; got bfloat16")
     arr = np.asarray(arr)
+    layout = getattr(logits, "layout", None)
+    if layout is not None:
+        if arr.shape != layout.label_shape:
+            raise CLIError(
+                f"logits file {logits_path!r} of shape {layout.shape} has its "
+                f"classes on axis {layout.axis}, so labels file {path!r} must "
+                f"have shape {layout.label_shape}; got {arr.shape}"
+            )
+        arr = arr.reshape(-1)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -321,10 +361,26 @@ def _load_labels(
             f"the logits file has {shape[0]} rows but labels file {path!r} has "
             f"{arr.shape[0]} labels"
         )
+    keep = None
+    if ignore_index is not None:
+        kept = arr != ignore_index
+        if not kept.any():
+            raise CLIError(
+                f"every label of labels file {path!r} is --ignore-index "
+                f"{ignore_index}: nothing to calibrate on"
+            )
+        if not kept.all():
+            keep = np.flatnonzero(kept)
+            arr, logits = arr[keep], _validation.kept_rows(logits, keep)
+            shape = logits.shape
     try:
-        return _validation.check_class_indices(arr, shape, name=f"labels file {path!r}")
+        y = _validation.check_class_indices(arr, shape, name=f"labels file {path!r}")
     except ValueError as exc:
-        raise CLIError(str(exc).rstrip(".")) from None
+        hint = ""
+        if ignore_index is None and arr.dtype.kind in "if" and arr.min() < 0:
+            hint = f" (padding? pass --ignore-index {arr.min().item()!r})"
+        raise CLIError(str(exc).rstrip(".") + hint) from None
+    return y, logits, keep
 
 
 def _check_pairs(labels_rows, logits_rows, path: str) -> None:

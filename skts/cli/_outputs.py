@@ -158,11 +158,26 @@ def _write_rows(
     rows_of: Callable,
     step: int | None = None,
     bar=None,
+    layout=None,
 ):
-    """Write ``rows_of(slice)`` block by block (``step`` rows) as .npy or .csv."""
+    """Write ``rows_of(slice)`` block by block (``step`` rows) as .npy or .csv.
+
+    ``layout`` (per-pixel or per-token logits, one row per position): the
+    .npy file has the input's shape, the classes on its class axis (labels:
+    the labels' shape), written a few whole samples at a time.
+    """
     suffix = Path(out).suffix.lower()
     if step is None:
         step = rows_per_block(n_cols or 1)
+    if layout is not None:
+        if out == STDOUT or suffix != ".npy":
+            raise CLIError(
+                f"cannot write {out!r}: outputs of {len(layout.shape)}-D logits "
+                "are written as .npy (in the input's shape)"
+            )
+        per = n_rows // layout.shape[0]
+        step = per * max(1, step // per)
+        rows_of = _in_layout(rows_of, layout, per, n_cols is not None)
     bar = bar if bar is not None else _NoBar()
     if out == STDOUT:  # CSV on stdout, block by block
         fmt = "%d" if np.dtype(dtype).kind in "iu" else "%.9g"
@@ -177,6 +192,8 @@ def _write_rows(
         # Plain writes after the header, not a memory map: the written pages
         # of a map stay in the process's memory until the kernel flushes them.
         shape = (n_rows,) if n_cols is None else (n_rows, n_cols)
+        if layout is not None:
+            shape = layout.label_shape if n_cols is None else layout.shape
         header = {
             "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
             "fortran_order": False,
@@ -202,6 +219,20 @@ def _write_rows(
         raise CLIError(
             f"cannot write {out!r}: unknown extension {suffix!r} (use .npy or .csv)"
         )
+
+
+def _in_layout(rows_of: Callable, layout, per: int, classes: bool) -> Callable:
+    """``rows_of`` for whole samples, as the bytes of the input's layout."""
+    if not classes:
+        return rows_of  # (one label per position, in C order already)
+
+    def of(rows: slice):
+        block = rows_of(rows)
+        count = (rows.stop - rows.start) // per
+        moved = block.reshape(count, *layout.label_shape[1:], block.shape[1])
+        return np.moveaxis(moved, -1, layout.axis)
+
+    return of
 
 
 def _check_out_suffix(path: str | None, allowed: tuple[str, ...]) -> None:

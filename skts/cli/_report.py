@@ -82,9 +82,20 @@ def main(args: argparse.Namespace) -> int:
     calib = _load_calibration(args.calibration) if args.calibration else None
     _check_lazy_options(args)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
-        logits = _load_logits(args.logits, args.key, lazy=args.scheduler is not None)
-        y = _load_labels(
-            args.labels, args.labels_key, logits.shape, logits, args.logits
+        logits = _load_logits(
+            args.logits,
+            args.key,
+            lazy=args.scheduler is not None,
+            class_axis=args.class_axis,
+        )
+        y_rows = logits.shape[0]
+        y, logits, keep = _load_labels(
+            args.labels,
+            args.labels_key,
+            logits.shape,
+            logits,
+            args.logits,
+            ignore_index=args.ignore_index,
         )
         if calib is not None and logits.shape[1] != calib["n_classes"]:
             raise CLIError(
@@ -95,11 +106,17 @@ def main(args: argparse.Namespace) -> int:
             _fit_lib.rows_for(logits, y)  # checks the rows: one pass
         t = None if calib is None else calib["temperature"]
         groups = None
+        every = logits.shape[0] if keep is None else y_rows
         if args.groups:
-            groups = _load_groups(args.groups, logits.shape[0])
+            groups = _load_groups(args.groups, every)  # one per row or position
+            groups = groups if keep is None else groups[keep]
         comparison = None
         if args.compare:
-            other = _load_logits(args.compare, args.compare_key, lazy=False)
+            other = _load_logits(
+                args.compare, args.compare_key, lazy=False, class_axis=args.class_axis
+            )
+            if keep is not None and other.shape[0] == every:
+                other = _validation.kept_rows(other, keep)
             if other.shape != logits.shape:
                 raise CLIError(
                     f"--compare file {args.compare!r} has shape {other.shape} but "

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_array, column_or_1d
 from skts._sklearn_compat import Interval, StrOptions, validate_params
 from skts._validation import (
     check_weights,
+    flat_positions,
 )
 
 
@@ -234,6 +235,8 @@ _COMMON = {
     "strategy": [StrOptions({"uniform", "quantile"})],
     "sample_weight": ["array-like", None],
     "labels": ["array-like", None],
+    "class_axis": [Integral],
+    "ignore_index": [Integral, None],
 }
 
 
@@ -249,6 +252,8 @@ def reliability_curve(
     class_: int | None = None,
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> ReliabilityCurve:
     """Per-bin confidence, accuracy and counts: the data of a reliability diagram.
 
@@ -272,6 +277,14 @@ def reliability_curve(
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -287,6 +300,13 @@ def reliability_curve(
     >>> float(curve.confidence[-1]), float(curve.accuracy[-1])
     (0.9, 0.75)
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     idx, proba = _check_targets(y_true, y_prob, labels)
     w = _weights(sample_weight, proba.shape[0])
     if class_ is None:
@@ -313,6 +333,8 @@ def expected_calibration_error(
     strategy: str = "uniform",
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> float:
     """Top-label expected calibration error (ECE), Guo et al. (2017).
 
@@ -335,6 +357,14 @@ def expected_calibration_error(
         Sample weights (bin masses are sums of weights).
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -365,6 +395,13 @@ def expected_calibration_error(
     >>> round(expected_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.9]), 6)
     0.15
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     curve = reliability_curve(
         y_true,
         y_prob,
@@ -385,6 +422,8 @@ def maximum_calibration_error(
     strategy: str = "uniform",
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> float:
     """Top-label maximum calibration error (MCE): the largest bin gap.
 
@@ -406,6 +445,14 @@ def maximum_calibration_error(
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -427,6 +474,13 @@ def maximum_calibration_error(
     >>> round(maximum_calibration_error([0, 1, 1, 1], [0.9, 0.9, 0.9, 0.6]), 6)
     0.4
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     curve = reliability_curve(
         y_true,
         y_prob,
@@ -447,6 +501,8 @@ def classwise_calibration_error(
     strategy: str = "uniform",
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> float:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE of ``p_k``.
 
@@ -467,6 +523,14 @@ def classwise_calibration_error(
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -487,6 +551,13 @@ def classwise_calibration_error(
     >>> classwise_calibration_error(y, np.full((30, 3), 1 / 3))
     0.0
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     idx, proba = _check_targets(y_true, y_prob, labels)
     w = _weights(sample_weight, proba.shape[0])
     errors = [

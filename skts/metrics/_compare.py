@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 from sklearn.utils import check_random_state
 
 from skts._sklearn_compat import Interval, validate_params
+from skts._validation import flat_positions
 from skts.metrics._binned import _check_targets
 from skts.metrics._bootstrap import percentile_interval, resample_weights
 from skts.metrics._debiased import debiased_error
@@ -144,6 +145,8 @@ def _comparison(values_a, values_b, diffs, n, level, n_bootstrap):
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
         "labels": ["array-like", None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -157,6 +160,8 @@ def compare_calibration(
     confidence_level: float = 0.95,
     random_state=None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> CalibrationComparison:
     """Compare two forecasts of the same labels, with paired bootstrap intervals.
 
@@ -189,6 +194,14 @@ def compare_calibration(
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns (the same for both); default sorted unique
         ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -228,6 +241,13 @@ def compare_calibration(
             "y_prob_a and y_prob_b must have the same shape; got "
             f"{np.shape(y_prob_a)} and {np.shape(y_prob_b)}."
         )
+    y_flat, y_prob_a, _ = flat_positions(
+        y_true, y_prob_a, class_axis=class_axis, ignore_index=ignore_index
+    )
+    _, y_prob_b, _ = flat_positions(
+        y_true, y_prob_b, class_axis=class_axis, ignore_index=ignore_index
+    )
+    y_true = y_flat
     idx, proba_a = _check_targets(y_true, y_prob_a, labels)
     _, proba_b = _check_targets(y_true, y_prob_b, labels)
     n = idx.shape[0]

@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
 from skts._sklearn_compat import Interval, StrOptions, validate_params
+from skts._validation import flat_positions
 from skts.metrics._binned import _bin_index, _check_targets, _edges, _weights
 from skts.metrics._smooth import _one_vs_rest
 
@@ -66,6 +67,8 @@ def debiased_error(f, hits, w, n_bins, strategy, norm) -> float:
         "mode": [StrOptions({"top-label", "classwise", "binary"})],
         "sample_weight": ["array-like", None],
         "labels": ["array-like", None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -79,6 +82,8 @@ def debiased_calibration_error(
     mode: str = "top-label",
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> float:
     """Debiased binned calibration error (Kumar, Liang & Ma, 2019).
 
@@ -119,6 +124,14 @@ def debiased_calibration_error(
         weights give the value of the repeated rows.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -160,6 +173,13 @@ def debiased_calibration_error(
     >>> bool(debiased < plug_in)
     True
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     idx, proba = _check_targets(y_true, y_prob, labels)
     w = _weights(sample_weight, proba.shape[0])
     errors = [

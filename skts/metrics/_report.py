@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_random_state
 
 from skts._sklearn_compat import Interval, validate_params
-from skts._validation import check_groups
+from skts._validation import check_groups, flat_positions
 from skts.metrics._binned import ReliabilityCurve, _bin_index, _check_targets
 from skts.metrics._bootstrap import percentile_interval, resample_weights
 
@@ -311,6 +311,8 @@ def streamed_reports(
         "random_state": ["random_state"],
         "labels": ["array-like", None],
         "groups": ["array-like", None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -323,6 +325,8 @@ def calibration_report(
     confidence_level: float = 0.95,
     random_state=None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
     groups: ArrayLike | None = None,
 ) -> CalibrationReport:
     """Accuracy, log-loss, Brier score, ECE, MCE and class-wise ECE in one object.
@@ -350,6 +354,14 @@ def calibration_report(
         ``report.groups``, beside the overall ones. One temperature can leave
         the whole calibrated and each group wrong (see
         :func:`temperature_by_group`).
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -384,6 +396,14 @@ def calibration_report(
     mce                  0.0000      0.1500      0.1500
     classwise_ece        0.0000      0.1500      0.1500
     """
+    # (groups, like weights, are one per sample or one per position)
+    y_true, y_prob, groups = flat_positions(
+        y_true,
+        y_prob,
+        groups,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     idx, proba = _check_targets(y_true, y_prob, labels)
     rng = check_random_state(random_state)
     report = _report(idx, proba, n_bins, n_bootstrap, confidence_level, rng)

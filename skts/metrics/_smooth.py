@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.fft import irfft, next_fast_len, rfft
 
 from skts._sklearn_compat import Interval, StrOptions, validate_params
+from skts._validation import flat_positions
 from skts.metrics._binned import _check_targets, _weights
 from skts.metrics._bootstrap import percentile_interval, resample_weights
 
@@ -298,6 +299,8 @@ def smooth_curve(f, hits, w, bandwidth=None, n_bootstrap=0, rng=None, level=0.95
         "random_state": ["random_state"],
         "sample_weight": ["array-like", None],
         "labels": ["array-like", None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -312,6 +315,8 @@ def smooth_reliability_curve(
     random_state=None,
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> SmoothCurve:
     """The kernel-smoothed reliability curve behind the smooth ECE, with a
     bootstrap band.
@@ -337,6 +342,14 @@ def smooth_reliability_curve(
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -369,6 +382,13 @@ def smooth_reliability_curve(
     >>> round(curve.bandwidth, 3), round(curve.error, 3)  # the fixed point
     (0.163, 0.163)
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     from sklearn.utils import check_random_state
 
     idx, proba = _check_targets(y_true, y_prob, labels)
@@ -394,6 +414,8 @@ def smooth_reliability_curve(
         "bandwidth": [Interval(Real, 0, None, closed="neither"), None],
         "sample_weight": ["array-like", None],
         "labels": ["array-like", None],
+        "class_axis": [Integral],
+        "ignore_index": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -405,6 +427,8 @@ def smooth_calibration_error(
     bandwidth: float | None = None,
     sample_weight: ArrayLike | None = None,
     labels: ArrayLike | None = None,
+    class_axis: int = 1,
+    ignore_index: int | None = None,
 ) -> float:
     """Smooth ECE (smECE): the calibration error of a kernel-smoothed
     reliability curve, with no bins (Błasiok & Nakkiran, 2023).
@@ -437,6 +461,14 @@ def smooth_calibration_error(
         unweighted value, and their scale does not matter).
     labels : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_prob``; default sorted unique ``y_true``.
+    class_axis : int, default=1
+        Axis of the classes of ``y_prob`` of more than two dimensions:
+        ``(n_samples, n_classes, d1, ..., dk)`` per-pixel or per-token
+        probabilities with ``y_true`` of shape ``(n_samples, d1, ..., dk)``,
+        every position one sample (``-1``: the classes last).
+    ignore_index : int, default=None
+        A label whose positions are left out (``-100``: PyTorch's and
+        Hugging Face's padding); ``None`` keeps every sample.
 
     Returns
     -------
@@ -474,6 +506,13 @@ def smooth_calibration_error(
     >>> round(smooth_calibration_error(y, p, mode="binary"), 2)  # E|p - p^2| = 1/6
     0.15
     """
+    y_true, y_prob, sample_weight = flat_positions(
+        y_true,
+        y_prob,
+        sample_weight,
+        class_axis=class_axis,
+        ignore_index=ignore_index,
+    )
     idx, proba = _check_targets(y_true, y_prob, labels)
     w = _weights(sample_weight, proba.shape[0])
     errors = [
