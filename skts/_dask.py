@@ -411,24 +411,28 @@ def _checked(z: NDArray) -> NDArray:
     return z
 
 
-def _softmax_chunk(z, temperature: float) -> NDArray:
-    return softmax(_checked(z), temperature)
+def _softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
+    return softmax(_checked(z), temperature, dtype=dtype)
 
 
-def _log_softmax_chunk(z, temperature: float) -> NDArray:
-    return log_softmax(_checked(z), temperature)
+def _log_softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
+    return log_softmax(_checked(z), temperature, dtype=dtype)
 
 
-def softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
-    """``softmax(logits / T)`` as a lazy Dask array (float64)."""
+def softmax_lazy(logits: da.Array, temperature: float, dtype=np.float64) -> da.Array:
+    """``softmax(logits / T)`` as a lazy Dask array (float64 arithmetic,
+    ``dtype`` output)."""
     logits = as_logits(logits)
-    return logits.map_blocks(_softmax_chunk, temperature, dtype=np.float64)
+    return logits.map_blocks(_softmax_chunk, temperature, dtype, dtype=dtype)
 
 
-def log_softmax_lazy(logits: da.Array, temperature: float) -> da.Array:
-    """``log softmax(logits / T)`` as a lazy Dask array (float64)."""
+def log_softmax_lazy(
+    logits: da.Array, temperature: float, dtype=np.float64
+) -> da.Array:
+    """``log softmax(logits / T)`` as a lazy Dask array (as
+    :func:`softmax_lazy`)."""
     logits = as_logits(logits)
-    return logits.map_blocks(_log_softmax_chunk, temperature, dtype=np.float64)
+    return logits.map_blocks(_log_softmax_chunk, temperature, dtype, dtype=dtype)
 
 
 class _NpyShards:

@@ -179,7 +179,7 @@ def apply_temperature(
         from skts._dask import log_softmax_lazy, softmax_lazy
 
         lazy = log_softmax_lazy if output == "log_proba" else softmax_lazy
-        return lazy(logits, temperature).astype(dtype)
+        return lazy(logits, temperature, dtype)
     if output == "logits":
         out = np.empty(logits.shape, dtype=dtype)
         with np.errstate(over="ignore"):
