@@ -1,8 +1,12 @@
 """Test-session setup shared by the tests and the doctests."""
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 # scikit-learn's array-API estimator check runs only when scipy is imported
 # with this set; set it before anything imports scipy so the check is not skipped.
@@ -91,6 +95,20 @@ def pytest_collection_modifyitems(config, items):
                     f"{sklearn.__version__})"
                 )
             )
+
+
+@pytest.fixture(autouse=True)
+def _doctest_temporaries(request, tmp_path_factory, monkeypatch):
+    """A doctest page's temporary folders (``tempfile.mkdtemp()``) are made in
+    a folder of pytest's own, removed after the page, also when it fails (a
+    page cannot clean up in a ``finally``)."""
+    if type(request.node).__name__ != "DoctestItem":
+        yield
+        return
+    folder = tmp_path_factory.mktemp("doctest")
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # Nothing a test or doctest writes may land in the repository: every new

@@ -5,9 +5,13 @@
    the same fit on the same logits already laid out as ``(M, K)`` rows
    (target: at most 1.5x), with and without ``ignore_index``.
 2. ``skts.torch.calibrate(model, loader)`` against one inference pass of the
-   same model over the same loader (``torch.no_grad()``, ``eval()``), with
-   the host memory it adds (target: the logits in their own dtype plus at
-   most 64 MiB), for ``store="memory"`` and ``store="disk"``.
+   same model over the same loader (``torch.no_grad()``, ``eval()``), for
+   ``store="memory"`` and ``store="disk"`` (target: at most 1.10x), with the
+   host memory each adds (target: the logits in their own dtype plus at
+   most 64 MiB). ``touch`` only fills fresh memory of the logits' size: the
+   floor of any store that keeps them. The model is a nearly free MLP (the
+   worst case: everything ``calibrate`` adds shows) or a small segmentation
+   network (``--model segnet``).
 
 3. ``--recipe``: the paper's code (gpleiss/temperature_scaling,
    ``ModelWithTemperature.set_temperature``: ``optim.LBFGS([T], lr=0.01,
@@ -24,12 +28,16 @@ skts both at the same thread count.
 
     python benchmarks/bench_torch.py --layout          # 1.
     python benchmarks/bench_torch.py --loader --gb 2   # 2. (2 GB of logits)
+    python benchmarks/bench_torch.py --loader --gb 2 --model segnet
+
+``--load N`` runs N busy processes during the timings (a machine in use).
     python benchmarks/bench_torch.py --recipe          # 3.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import statistics
@@ -43,6 +51,11 @@ import numpy as np
 
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _busy(stop):
+    while not stop.is_set():
+        sum(i * i for i in range(10_000))
 
 
 def rounds(jobs: dict, n_rounds: int) -> dict:
@@ -99,14 +112,47 @@ def layout(args) -> None:
         )
 
 
-def _model_and_loader(gb: float, k: int, batch: int):
+def _model_and_loader(args):
+    """The model and a loader yielding ``args.gb`` GiB of float32 logits.
+
+    ``mlp``: ``(batch, 64)`` inputs to ``(batch, K)`` logits through one
+    hidden layer of 128: nearly free, so that everything ``calibrate`` adds
+    shows (the worst case). ``segnet``: a small fully convolutional
+    encoder-decoder (three 3x3 convolutions, one down- and one up-sampling,
+    a 1x1 head; about 0.31 GFLOP per 128 x 128 image, as cheap per pixel as
+    torchvision's cheapest segmentation model, LR-ASPP MobileNetV3, within
+    a factor of two) and ``unet`` (:func:`_UNet`, 3.2 GFLOP per image; FCN
+    and DeepLabV3 ResNet-50 take 3-6 times more per pixel) give ``(batch,
+    21, 128, 128)`` per-pixel logits, classes on axis 1: what ``calibrate``
+    is for. (GFLOP: two per multiply-add.)
+    """
     import torch
     from torch import nn
     from torch.utils.data import DataLoader
 
     torch.manual_seed(0)
-    d = 64
-    n = int(gb * 2**30 / (4 * k))
+    if args.model == "mlp":
+        k, per_input, d = args.k, args.k, 64
+        model = nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, k))
+        shape, label_shape = (d,), ()
+    elif args.model == "unet":
+        k, side = 21, 128
+        per_input = k * side * side
+        model = _UNet(k)
+        shape, label_shape = (3, side, side), (side, side)
+    else:
+        k, side = 21, 128
+        per_input = k * side * side
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(32, 16, 2, stride=2), nn.ReLU(),
+            nn.Conv2d(16, k, 1),
+        )  # fmt: skip
+        shape, label_shape = (3, side, side), (side, side)
+    batch = args.batch
+    n = int(args.gb * 2**30 / (4 * per_input))
     n -= n % batch
 
     # Inputs are generated per batch (the dataset would be larger than the logits).
@@ -116,12 +162,51 @@ def _model_and_loader(gb: float, k: int, batch: int):
 
         def __getitem__(self, i):
             g = torch.Generator().manual_seed(i)
-            x = torch.randn(batch, d, generator=g)
-            return x, torch.randint(0, k, (batch,), generator=g)
+            x = torch.randn(batch, *shape, generator=g)
+            return x, torch.randint(0, k, (batch, *label_shape), generator=g)
 
-    model = nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, k))
     loader = DataLoader(Synthetic(), batch_size=None)
-    return model, loader, n
+    return model, loader, n * per_input // k, k
+
+
+def _UNet(k: int):
+    """A small U-Net (Ronneberger et al. 2015, at half its width and two
+    levels deep instead of four): two 3x3 convolutions per level, 32, 64
+    and 128 channels, skip connections, a 1x1 head: about 3.2 GFLOP per 128
+    x 128 image (the original takes several times more)."""
+    import torch
+    from torch import nn
+
+    def twice(a, b):
+        return nn.Sequential(
+            nn.Conv2d(a, b, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(b, b, 3, padding=1), nn.ReLU(),
+        )  # fmt: skip
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down1, self.down2, self.bottom = (
+                twice(3, 32),
+                twice(32, 64),
+                twice(64, 128),
+            )
+            self.up2, self.dec2 = (
+                nn.ConvTranspose2d(128, 64, 2, stride=2),
+                twice(128, 64),
+            )
+            self.up1, self.dec1 = nn.ConvTranspose2d(64, 32, 2, stride=2), twice(64, 32)
+            self.head = nn.Conv2d(32, k, 1)
+
+        def forward(self, x):
+            a = self.down1(x)
+            b = self.down2(nn.functional.max_pool2d(a, 2))
+            c = self.bottom(nn.functional.max_pool2d(b, 2))
+            b = self.dec2(torch.cat([self.up2(c), b], 1))
+            a = self.dec1(torch.cat([self.up1(b), a], 1))
+            return self.head(a)
+
+    return UNet()
 
 
 def _inference(model, loader):
@@ -140,7 +225,7 @@ def loader_job(args) -> None:
     from skts.torch import calibrate
 
     torch.set_num_threads(args.threads)
-    model, loader, n = _model_and_loader(args.gb, args.k, args.batch)
+    model, loader, m, k = _model_and_loader(args)
     # Peak anonymous memory (heap: what the process allocates; the pages of
     # a memory-mapped file are the kernel's page cache, counted apart),
     # sampled every 5 ms.
@@ -156,13 +241,20 @@ def loader_job(args) -> None:
     t0 = time.perf_counter()
     if args.job == "inference":
         _inference(model, loader)
+    elif args.job == "touch":  # the floor of any in-memory store: fresh memory
+        from skts.torch import _fresh, _Store
+
+        rows = _Store.CHUNK_BYTES // (4 * k)
+        kept = [_fresh((rows, k), np.float32) for _ in range(-(-m // rows))]
+        for c in kept:
+            c.fill(1.0)
     else:
         calibrate(model, loader, store=args.job, n_jobs=args.threads)
     took = time.perf_counter() - t0
     done.set()
     watcher.join()
     grown = (max(peak[0], anon()) - base) / 1024
-    print(f"{args.job} {took:.3f} {grown:.1f} {n * args.k * 4 / 2**20:.1f}")
+    print(f"{args.job} {took:.3f} {grown:.1f} {m * k * 4 / 2**20:.1f}")
 
 
 def anon() -> int:
@@ -175,18 +267,20 @@ def anon() -> int:
 
 
 def loader(args) -> None:
+    what = f"K={args.k}" if args.model == "mlp" else "(batch, 21, 128, 128)"
     print(
-        f"loader: {args.gb} GB of float32 logits, K={args.k}, batch {args.batch}, "
-        f"{args.threads} threads; load {load()}"
+        f"loader: {args.gb} GB of float32 logits, model {args.model}, {what}, "
+        f"batch {args.batch}, {args.threads} threads; load {load()}, "
+        f"{args.load} busy processes"
     )
-    times = {"inference": [], "memory": [], "disk": []}
+    times = {"inference": [], "memory": [], "disk": [], "touch": []}
     memory = {}
     for r in range(args.rounds):
-        for job in list(times)[r % 3 :] + list(times)[: r % 3]:
+        for job in list(times)[r % 4 :] + list(times)[: r % 4]:
             out = subprocess.run(
                 [sys.executable, __file__, "--job", job, "--gb", str(args.gb),
                  "--k", str(args.k), "--batch", str(args.batch),
-                 "--threads", str(args.threads)],
+                 "--threads", str(args.threads), "--model", args.model],
                 capture_output=True, text=True, check=True,
             ).stdout.split()  # fmt: skip
             times[job].append(float(out[1]))
@@ -204,6 +298,11 @@ def loader(args) -> None:
             f"  calibrate(store={job!r}) / inference: min {min(ratio):.3f}  "
             f"median {statistics.median(ratio):.3f}"
         )
+    floor = [1 + t / a for a, t in zip(times["inference"], times["touch"], strict=True)]
+    print(
+        f"  (inference + filling fresh memory of the logits' size) / inference: "
+        f"min {min(floor):.3f}  median {statistics.median(floor):.3f}"
+    )
 
 
 def recipe(args) -> None:
@@ -266,19 +365,34 @@ def main() -> None:
     p.add_argument("--shape", type=int, nargs=4, default=[32, 21, 128, 128])
     p.add_argument("--gb", type=float, default=2.0)
     p.add_argument("--k", type=int, default=100)
-    p.add_argument("--batch", type=int, default=8192)
+    p.add_argument("--batch", type=int, default=None, help="8192 (mlp), 8 (segnet)")
+    p.add_argument("--model", choices=("mlp", "segnet", "unet"), default="mlp")
+    p.add_argument("--load", type=int, default=0, help="busy processes meanwhile")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--job", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.batch is None:
+        args.batch = 8192 if args.model == "mlp" else 8
     if args.job:
         return loader_job(args)
-    if args.recipe:
-        recipe(args)
-    if args.layout or not (args.loader or args.recipe):
-        layout(args)
-    if args.loader:
-        loader(args)
+    stop = multiprocessing.Event()
+    busy = [
+        multiprocessing.Process(target=_busy, args=(stop,)) for _ in range(args.load)
+    ]
+    for proc in busy:
+        proc.start()
+    try:
+        if args.recipe:
+            recipe(args)
+        if args.layout or not (args.loader or args.recipe):
+            layout(args)
+        if args.loader:
+            loader(args)
+    finally:
+        stop.set()
+        for proc in busy:
+            proc.join()
 
 
 if __name__ == "__main__":

@@ -81,6 +81,21 @@ def on_host(x) -> bool:
     return str(getattr(dev, "type", dev)).lower() == "cpu"
 
 
+def widen_into(block: NDArray, out: NDArray, bits: bool) -> NDArray:
+    """``block`` copied into ``out`` (same shape; float32, or its uint32 view
+    for ``bits``, or float64), widened: with ``bits``, ``block`` holds
+    bfloat16's 16 bits, shifted into the top of a float32 (exactly its
+    value); otherwise NumPy converts (float16 to float32 is exact). Returns
+    ``out`` as float."""
+    if bits:
+        wide = out.view(np.uint32)
+        np.copyto(wide, block.view(np.uint16), casting="unsafe")
+        np.left_shift(wide, 16, out=wide)
+        return wide.view(np.float32)
+    np.copyto(out, block, casting="unsafe")
+    return out
+
+
 class Widened:
     """Half-precision logits that the passes read as float32, block by block.
 
@@ -110,13 +125,7 @@ class Widened:
             out = scratch("widened", block.shape, np.float32)
         else:
             out = np.empty(block.shape, dtype=np.float32)
-        if self.bits:
-            wide = out.view(np.uint32)
-            np.copyto(wide, block.view(np.uint16))
-            np.left_shift(wide, 16, out=wide)
-        else:
-            np.copyto(out, block)
-        return out
+        return widen_into(block, out, self.bits)
 
     def argmax(self, axis: int = 1) -> NDArray:
         """Row argmax, block by block (``axis`` must be 1)."""
@@ -200,10 +209,7 @@ class Positions(Widened):
             pool.submit(gather, slice(a, b)) for a, b in itertools.pairwise(cuts)
         ]:
             f.result()
-        if self.bits:
-            np.left_shift(out, 16, out=out)
-            return out.view(np.float32)
-        return out
+        return self._shifted(out)
 
     def _range(self, start: int, stop: int, name: str = "positions") -> NDArray:
         """Rows ``start:stop`` of every position (``keep`` not applied)."""
@@ -227,10 +233,7 @@ class Positions(Widened):
                 f.result()
         else:
             self._fill(out, start, start, stop)
-        if self.bits:
-            np.left_shift(out, 16, out=out)
-            return out.view(np.float32)
-        return out
+        return self._shifted(out)
 
     def _every(self, start: int, stop: int, step: int) -> NDArray:
         """Rows ``start:stop:step`` (no ``keep``): each sample's positions
@@ -263,10 +266,7 @@ class Positions(Widened):
                 f.result()
         else:
             fill(samples)
-        if self.bits:
-            np.left_shift(out, 16, out=out)
-            return out.view(np.float32)
-        return out
+        return self._shifted(out)
 
     def _fill(self, out: NDArray, base: int, start: int, stop: int) -> None:
         """Rows ``start:stop`` into ``out[start - base : stop - base]``,
@@ -291,16 +291,18 @@ class Positions(Widened):
         return np.uint32 if self.bits else self.dtype
 
     def _cast(self, block: NDArray, out: NDArray | None) -> NDArray:
-        if self.bits:
-            wide = np.empty(block.shape, np.uint32) if out is None else out
-            np.copyto(wide, block.view(np.uint16), casting="unsafe")
-            np.left_shift(wide, 16, out=wide)
-            return wide.view(np.float32)
-        if block.dtype == self.dtype:
+        if block.dtype == self.dtype and not self.bits:
             return block
         if out is None:
-            return block.astype(self.dtype)
-        np.copyto(out, block, casting="unsafe")
+            out = np.empty(block.shape, self._kind)
+        return widen_into(block, out, self.bits)
+
+    def _shifted(self, out: NDArray) -> NDArray:
+        """``out`` gathered in ``_kind``, as float: bfloat16's bits shifted
+        into place."""
+        if self.bits:
+            np.left_shift(out, 16, out=out)
+            return out.view(np.float32)
         return out
 
 

@@ -226,11 +226,13 @@ def check_layout(
     return reader, y, sample_weight, layout
 
 
-def _per_position(y, extra, label_shape, ignore_index, doing="calibrate on"):
+def _per_position(
+    y, extra, label_shape, ignore_index, doing="calibrate on", name="sample_weight"
+):
     """Labels of shape ``label_shape`` made flat, with ``extra`` (weights or
-    groups: one per sample, or one per position) beside them, and the
-    positions not labelled ``ignore_index``: ``(y, extra, keep)``, ``keep``
-    None when every position is kept."""
+    groups, ``name`` in errors: one per sample, or one per position) beside
+    them, and the positions not labelled ``ignore_index``: ``(y, extra,
+    keep)``, ``keep`` None when every position is kept."""
     y = np.asarray(y).reshape(-1)
     if extra is not None and not isinstance(extra, Real):
         e = np.asarray(extra)
@@ -241,7 +243,7 @@ def _per_position(y, extra, label_shape, ignore_index, doing="calibrate on"):
             e = np.repeat(e, y.shape[0] // max(n, 1))
         else:
             raise ValueError(
-                f"sample_weight must have shape ({n},) or {label_shape}; got {e.shape}."
+                f"{name} must have shape ({n},) or {label_shape}; got {e.shape}."
             )
         extra = e
     keep = None
@@ -297,7 +299,13 @@ def _all_finite(raw: NDArray) -> bool:
 
 
 def flat_positions(
-    y_true, y_prob, sample_weight=None, *, class_axis=1, ignore_index=None
+    y_true,
+    y_prob,
+    sample_weight=None,
+    *,
+    class_axis=1,
+    ignore_index=None,
+    name="sample_weight",
 ):
     """``(y_true, y_prob, sample_weight)`` with one row per position of
     ``y_prob`` of shape ``(n, K, d1, ..., dk)`` (classes on ``class_axis``)
@@ -321,7 +329,12 @@ def flat_positions(
             )
         y_prob = np.moveaxis(y_prob, layout.axis, -1).reshape(-1, layout.n_classes)
     y_true, sample_weight, keep = _per_position(
-        y_true, host_labels(sample_weight, None), label_shape, ignore_index, "measure"
+        y_true,
+        host_labels(sample_weight, None),
+        label_shape,
+        ignore_index,
+        "measure",
+        name,
     )
     if keep is not None:
         y_prob = y_prob[keep]

@@ -9,6 +9,7 @@ import sklearn
 from skts import TemperatureScaler
 from skts._array_api import Positions
 from skts._validation import check_layout
+from skts.metrics import calibration_report
 
 
 def _segmentation(n=6, k=5, h=12, w=10, seed=0, dtype=np.float32):
@@ -161,6 +162,12 @@ def test_every_ignored_or_bad_axis_is_one_clear_error():
     bad[1, 2, 3, 4] = np.nan
     with pytest.raises(ValueError, match="logits must be finite"):
         TemperatureScaler(ignore_index=-100).fit(bad, y)
+    # Weights and groups of the wrong shape are named as what they are.
+    with pytest.raises(ValueError, match=r"^sample_weight must have shape \(6,\)"):
+        TemperatureScaler(ignore_index=-100).fit(z, y, sample_weight=np.ones(5))
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    with pytest.raises(ValueError, match=r"^groups must have shape \(6,\)"):
+        calibration_report(y, p, groups=np.ones(5), ignore_index=-100)
 
 
 def _dispatch_problem() -> str | None:

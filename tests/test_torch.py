@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is optional (pip install to
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from skts import TemperatureScaler  # noqa: E402
+from skts import BoundaryTemperatureWarning, TemperatureScaler  # noqa: E402
 from skts.torch import TemperatureScaledModule, calibrate  # noqa: E402
 
 
@@ -114,7 +114,9 @@ def test_dict_batches_and_token_logits_with_padding():
     assert same.scaler.temperature_ == ref.temperature_ and seen == [8] * 5
 
 
-def test_segmentation_logits_of_a_fully_convolutional_net():
+def test_segmentation_logits_of_a_fully_convolutional_net(monkeypatch):
+    import skts.torch as st
+
     torch.manual_seed(2)
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1))
     x = torch.randn(24, 3, 10, 10)
@@ -133,6 +135,15 @@ def test_segmentation_logits_of_a_fully_convolutional_net():
     ref = TemperatureScaler(ignore_index=-100).fit(z.numpy(), y.numpy())
     assert module.scaler.temperature_ == ref.temperature_
     assert module(x[:1]).shape == (1, 4, 10, 10)
+    # Every pixel: the strided (classes moved last) runs copied straight into
+    # chunks of 37 rows, so that runs of 100 pixels cross chunk boundaries.
+    monkeypatch.setattr(st._Store, "CHUNK_BYTES", 37 * 4 * 4)
+    y[:, :, :2] = z.argmax(1)[:, :, :2]
+    every = calibrate(scaled, DataLoader(TensorDataset(x, y), batch_size=5))
+    flat = z.movedim(1, -1).reshape(-1, 4).numpy()
+    want = TemperatureScaler().fit(flat, y.reshape(-1).numpy())
+    assert every.scaler.temperature_ == want.temperature_
+    assert every.scaler.validation_loss_ == want.validation_loss_
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -151,9 +162,7 @@ def test_half_precision_logits_stay_16_bit(dtype, monkeypatch):
         lambda s, z, lab, kind: (kept.append(z.dtype), real(s, z, lab, kind))[1],
     )
     module = calibrate(model, DataLoader(TensorDataset(x, y), batch_size=64))
-    assert set(kept) == {
-        np.dtype(np.int16) if dtype == torch.bfloat16 else np.dtype(np.float16)
-    }
+    assert set(kept) == {torch.int16 if dtype == torch.bfloat16 else torch.float16}
     with torch.no_grad():
         z = model(x)
     assert module.scaler.temperature_ == TemperatureScaler().fit(z, y).temperature_
@@ -172,6 +181,59 @@ def test_the_disk_store_gives_the_same_answer_and_leaves_nothing(digits_cnn, tmp
     assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError, match="store must be"):
         calibrate(model, loader, store="cloud")
+
+
+def test_the_file_is_written_behind_the_loop_in_order(
+    digits_cnn, tmp_path, monkeypatch
+):
+    import skts.torch as st
+
+    model, held = digits_cnn
+    loader = DataLoader(held, batch_size=37)  # (batches of 1,480 bytes)
+    memory = calibrate(model, loader, store="memory")
+    monkeypatch.setattr(st._Store, "CHUNK_BYTES", 1000)  # the loop waits each batch
+    threads = []
+    real = st._Writer.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        threads.append(self.thread)
+
+    monkeypatch.setattr(st._Writer, "__init__", spy)
+    disk = calibrate(model, loader, store="disk", tmp_dir=tmp_path)
+    assert disk.scaler.temperature_ == memory.scaler.temperature_
+    assert disk.scaler.validation_loss_ == memory.scaler.validation_loss_
+    assert len(threads) == 1 and not threads[0].is_alive()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_failed_write_is_one_error_and_leaves_nothing(
+    digits_cnn, tmp_path, monkeypatch
+):
+    import skts.torch as st
+
+    model, held = digits_cnn
+    model.train()
+    real = st._Store._spill
+
+    opened = []
+
+    def full(self):  # the file is a disk that is full: every write fails
+        real(self)
+        opened.append(open("/dev/full", "wb", buffering=0))
+        self.writer.file = opened[-1]
+
+    monkeypatch.setattr(st._Store, "_spill", full)
+    with pytest.raises(
+        OSError, match=r"writing the logits to .* failed: No space left"
+    ):
+        calibrate(
+            model, DataLoader(held, batch_size=100), store="disk", tmp_dir=tmp_path
+        )
+    opened[0].close()
+    assert model.training
+    assert os.listdir(tmp_path) == []
 
 
 def test_bad_batches_are_one_clear_error_and_restore_the_mode(digits_cnn):
@@ -196,6 +258,36 @@ def test_bad_batches_are_one_clear_error_and_restore_the_mode(digits_cnn):
     with pytest.raises(ValueError, match="batch 0: the logits must be finite"):
         calibrate(broken, [(x[:4], y[:4])])
     assert model.training
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_every_non_finite_logit_is_found_and_large_finite_ones_pass(dtype):
+    # The check sums each batch first; the sum must neither hide a NaN or an
+    # infinity nor refuse finite logits whose sum overflows.
+    rng = np.random.default_rng(3)
+    z = torch.tensor(rng.normal(size=(3, 64, 5)), dtype=dtype)
+    y = torch.tensor(rng.integers(0, 5, size=(3, 64)))
+    model = nn.Identity()
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        spoilt = z.clone()
+        spoilt[2, 17, 3] = bad
+        with pytest.raises(ValueError, match="batch 2: the logits must be finite"):
+            calibrate(model, [(spoilt[i], y[i]) for i in range(3)])
+    opposite = z.clone()  # +inf and -inf: a NaN sum, still refused
+    opposite[1, 0, 0], opposite[1, 1, 0] = float("inf"), -float("inf")
+    with pytest.raises(ValueError, match="batch 1: the logits must be finite"):
+        calibrate(model, [(opposite[i], y[i]) for i in range(3)])
+    big = torch.finfo(dtype).max
+    large = z.clone()
+    large[0, :, 0] = big  # finite, but their sum overflows even in float32
+    large[0, :, 1] = -big if dtype == torch.float32 else big
+    with pytest.warns(BoundaryTemperatureWarning):  # (such logits want T -> inf)
+        got = calibrate(model, [(large[i], y[i]) for i in range(3)])
+    with pytest.warns(BoundaryTemperatureWarning):
+        want = TemperatureScaler().fit(
+            large.reshape(-1, 5).float().numpy(), y.reshape(-1)
+        )
+    assert float(got.temperature) == want.temperature_
 
 
 def test_progress_bar_on_request(digits_cnn, capsys):
@@ -287,13 +379,20 @@ def test_the_store_reads_across_its_chunks_exactly(kind, monkeypatch):
     batches = [
         torch.from_numpy(rng.normal(size=(n, 7)) * 3).to(dtype) for n in (5, 40, 1, 23)
     ]
+    # Images whose classes are moved last: strided runs of 6 positions.
+    images = torch.from_numpy(rng.normal(size=(4, 7, 2, 3)) * 3).to(dtype)
+    moved = images.movedim(1, -1)
+    assert not moved.is_contiguous()
     store = st._Store("memory", 1 << 30, None)
     for b in batches:
-        store.add(st._host(b), np.zeros(b.shape[0], np.uint8), kind)
+        store.add(st._host(b)[None], np.zeros(b.shape[0], np.uint8), kind)
+    store.add(st._host(moved).flatten(1, -2), np.zeros(24, np.uint8), kind)
+    batches.append(moved.reshape(-1, 7))
     assert len(store.chunks) >= 5
     reader, _ = store.rows()
     every = torch.cat(batches).to(torch.float64).numpy()
-    for key in (slice(0, 69), slice(3, 50), slice(10, 12), slice(2, 60, 7)):
+    assert reader.shape == every.shape == (93, 7)
+    for key in (slice(0, 93), slice(3, 50), slice(10, 12), slice(2, 90, 7)):
         np.testing.assert_array_equal(reader[key], every[key])
     np.testing.assert_array_equal(reader[np.array([0, 68, 5])], every[[0, 68, 5]])
     np.testing.assert_array_equal(reader.argmax(), every.argmax(axis=1))

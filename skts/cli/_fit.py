@@ -23,8 +23,7 @@ from skts.cli._common import (
 )
 from skts.cli._inputs import (
     _dask_errors,
-    _load_labels,
-    _load_logits,
+    _load_pair,
     _scheduler,
     _tolerance,
     parse_temperatures,
@@ -76,18 +75,7 @@ def main(args: argparse.Namespace) -> int:
     _check_lazy_options(args)
     progress = _progress_for(args)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
-        lazy = args.scheduler is not None
-        logits = _load_logits(
-            args.logits, args.key, lazy=lazy, class_axis=args.class_axis
-        )
-        y, logits, _ = _load_labels(
-            args.labels,
-            args.labels_key,
-            logits.shape,
-            logits,
-            args.logits,
-            ignore_index=args.ignore_index,
-        )
+        y, logits, _, _ = _load_pair(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BoundaryTemperatureWarning)
             options = {"solver": args.solver, "tol": args.tol}

@@ -383,6 +383,29 @@ def _load_labels(
     return y, logits, keep
 
 
+def _load_pair(args):
+    """The logits and labels ``fit`` and ``report`` read (``--logits``,
+    ``--key``, ``--labels``, ``--labels-key``, ``--class-axis``,
+    ``--ignore-index``, lazily under ``--scheduler``): ``(labels, logits,
+    keep, rows)``, ``rows`` the logits' rows before ``--ignore-index``."""
+    logits = _load_logits(
+        args.logits,
+        args.key,
+        lazy=args.scheduler is not None,
+        class_axis=args.class_axis,
+    )
+    rows = logits.shape[0]
+    y, logits, keep = _load_labels(
+        args.labels,
+        args.labels_key,
+        logits.shape,
+        logits,
+        args.logits,
+        ignore_index=args.ignore_index,
+    )
+    return y, logits, keep, rows
+
+
 def _check_pairs(labels_rows, logits_rows, path: str) -> None:
     """Shards pair by sorted name: the i-th labels shard holds the labels of
     the i-th logits shard, row for row."""

@@ -18,8 +18,8 @@ from skts.cli._common import (
 from skts.cli._inputs import (
     _dask_errors,
     _load_calibration,
-    _load_labels,
     _load_logits,
+    _load_pair,
     _scheduler,
 )
 from skts.cli._outputs import _check_out_suffix, _check_outputs
@@ -82,21 +82,7 @@ def main(args: argparse.Namespace) -> int:
     calib = _load_calibration(args.calibration) if args.calibration else None
     _check_lazy_options(args)
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
-        logits = _load_logits(
-            args.logits,
-            args.key,
-            lazy=args.scheduler is not None,
-            class_axis=args.class_axis,
-        )
-        y_rows = logits.shape[0]
-        y, logits, keep = _load_labels(
-            args.labels,
-            args.labels_key,
-            logits.shape,
-            logits,
-            args.logits,
-            ignore_index=args.ignore_index,
-        )
+        y, logits, keep, y_rows = _load_pair(args)
         if calib is not None and logits.shape[1] != calib["n_classes"]:
             raise CLIError(
                 f"logits file {args.logits!r} has {logits.shape[1]} columns but the "

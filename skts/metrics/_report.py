@@ -401,6 +401,7 @@ def calibration_report(
         y_true,
         y_prob,
         groups,
+        name="groups",
         class_axis=class_axis,
         ignore_index=ignore_index,
     )
