@@ -25,6 +25,7 @@ use).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -81,6 +82,21 @@ def _busy(stop):
         sum(i * i for i in range(10_000))
 
 
+@contextlib.contextmanager
+def busy_processes(n: int):
+    """``n`` busy processes while the block runs (a machine in use)."""
+    stop = multiprocessing.Event()
+    busy = [multiprocessing.Process(target=_busy, args=(stop,)) for _ in range(n)]
+    for proc in busy:
+        proc.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for proc in busy:
+            proc.join()
+
+
 def timings(n, k, n_rounds):
     y, p = data(n, k)
     todo = jobs(k)
@@ -121,18 +137,8 @@ def main() -> None:
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
     print(f"load average before: {os.getloadavg()}; cpus: {os.cpu_count()}")
     print(f"busy processes during the timings: {args.load}")
-    stop = multiprocessing.Event()
-    busy = [
-        multiprocessing.Process(target=_busy, args=(stop,)) for _ in range(args.load)
-    ]
-    for proc in busy:
-        proc.start()
-    try:
+    with busy_processes(args.load):
         results = {shape: timings(*shape, args.rounds) for shape in shapes}
-    finally:
-        stop.set()
-        for proc in busy:
-            proc.join()
     print(f"load average after: {os.getloadavg()}")
     for (n, k), (values, times) in results.items():
         print(f"\n{n} x {k} (float64 probabilities), {args.rounds} rounds")

@@ -37,7 +37,6 @@ skts both at the same thread count.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import resource
 import statistics
@@ -47,15 +46,11 @@ import threading
 import time
 
 import numpy as np
+from bench_metrics import busy_processes  # (the same load as the metrics benchmark)
 
 
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def _busy(stop):
-    while not stop.is_set():
-        sum(i * i for i in range(10_000))
 
 
 def rounds(jobs: dict, n_rounds: int) -> dict:
@@ -376,23 +371,13 @@ def main() -> None:
         args.batch = 8192 if args.model == "mlp" else 8
     if args.job:
         return loader_job(args)
-    stop = multiprocessing.Event()
-    busy = [
-        multiprocessing.Process(target=_busy, args=(stop,)) for _ in range(args.load)
-    ]
-    for proc in busy:
-        proc.start()
-    try:
+    with busy_processes(args.load):
         if args.recipe:
             recipe(args)
         if args.layout or not (args.loader or args.recipe):
             layout(args)
         if args.loader:
             loader(args)
-    finally:
-        stop.set()
-        for proc in busy:
-            proc.join()
 
 
 if __name__ == "__main__":
