@@ -4,11 +4,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BoundaryTemperatureWarning",
+    "MatrixScaler",
     "ReliabilityDisplay",
     "TemperatureCurveDisplay",
     "TemperatureScaledClassifier",
     "TemperatureScaler",
+    "VectorScaler",
     "__version__",
+    "calibration_ladder",
     "metrics",
 ]
 
@@ -20,6 +23,9 @@ _WHERE = {
     "TemperatureCurveDisplay": "skts._display",
     "TemperatureScaledClassifier": "skts._classifier",
     "TemperatureScaler": "skts._scaler",
+    "VectorScaler": "skts._linear",
+    "MatrixScaler": "skts._linear",
+    "calibration_ladder": "skts._ladder",
 }
 
 

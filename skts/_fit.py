@@ -45,9 +45,11 @@ from skts._validation import (
 __all__ = [
     "apply_temperature",
     "checked_logits",
+    "checked_rows",
     "fit_temperature",
     "host_rows",
     "rows_for",
+    "rows_of",
 ]
 
 
@@ -96,6 +98,67 @@ def rows_for(
     logits = check_logits(logits, warn_probabilities=True, stacklevel=5)
     y = check_class_indices(host_labels(y, None), logits.shape)
     sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
+    return Rows(logits, y, sample_weight, n_jobs)
+
+
+_ROWS_ONLY = (
+    "groups need 2-D logits (n_samples, n_classes): reshape per-position "
+    "logits to one row per position first."
+)
+
+
+def checked_rows(logits, y, sample_weight=None, *, n_jobs=None):
+    """2-D held-out rows checked where they live, for a fit that reads
+    subsets of them (a grouped fit): ``(logits, y, sample_weight)``, the
+    logits in their own space (a Dask array stays lazy and is checked chunk
+    by chunk by :class:`~skts._dask.DaskRows`), the labels and weights as
+    host arrays (one value per row)."""
+    if is_dask_array(logits):
+        from skts._dask import as_logits
+
+        if logits.ndim > 2:
+            raise ValueError(_ROWS_ONLY)
+        logits = as_logits(logits)
+        shape = tuple(int(s) for s in logits.shape)
+        y = np.asarray(y.compute() if is_dask_array(y) else y)
+        if is_dask_array(sample_weight):
+            sample_weight = sample_weight.compute()
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.shape != (shape[0],):
+            raise ValueError(f"logits has {shape[0]} rows but y has shape {y.shape}.")
+        y = check_class_indices(y, shape)
+        return logits, y, check_weights(sample_weight, shape[0])
+    xp = device_namespace(logits)
+    if xp is not None:
+        if logits.ndim > 2:
+            raise ValueError(_ROWS_ONLY)
+        logits, y, sample_weight = check_device_layout(logits, y, sample_weight, xp)
+        logits = check_device_logits(logits, xp)
+        y = check_class_indices(host_labels(y, xp), logits.shape)
+        sample_weight = check_weights(host_labels(sample_weight, xp), logits.shape[0])
+        return logits, y, sample_weight
+    logits, y, sample_weight, layout = check_layout(
+        logits, y, sample_weight, n_jobs=n_jobs
+    )
+    if layout is not None:
+        raise ValueError(_ROWS_ONLY)
+    logits = check_logits(logits, warn_probabilities=True, stacklevel=6)
+    y = check_class_indices(host_labels(y, None), logits.shape)
+    sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
+    return logits, y, sample_weight
+
+
+def rows_of(logits, y, sample_weight=None, *, n_jobs=None) -> Rows:
+    """The :class:`~skts._numerics.Rows` of rows checked by
+    :func:`checked_rows` (or a subset of them), in their backend."""
+    if is_dask_array(logits):
+        from skts._dask import DaskRows
+
+        return DaskRows(logits, y, sample_weight)
+    xp = device_namespace(logits)
+    if xp is not None:
+        return XpRows(logits, y, sample_weight, xp, logits.device)
     return Rows(logits, y, sample_weight, n_jobs)
 
 

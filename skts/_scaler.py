@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -10,10 +11,41 @@ from sklearn.utils.validation import check_is_fitted
 
 from skts._array_api import check_same_space, space
 from skts._fit import apply_temperature, checked_logits, fit_temperature, rows_for
+from skts._grouped import first_unseen, fit_groups, group_codes, take_rows
 from skts._sklearn_compat import Interval, Options, StrOptions, fit_context
-from skts._validation import check_temperatures
+from skts._validation import check_temperatures, is_dask_array
 
 __all__ = ["TemperatureScaler"]
+
+
+def _by_temperature(logits, per_row, output: str, options: dict):
+    """``apply_temperature`` with a temperature per row: the rows of each
+    distinct temperature computed together, put back in their order."""
+    distinct, codes = np.unique(per_row, return_inverse=True)
+    if distinct.size == 1:
+        return apply_temperature(logits, float(distinct[0]), output, **options)
+    order = np.argsort(codes, kind="stable")
+    edges = np.r_[0, np.cumsum(np.bincount(codes, minlength=distinct.size))]
+    pieces = [
+        apply_temperature(
+            take_rows(logits, order[edges[k] : edges[k + 1]]),
+            float(t),
+            output,
+            **options,
+        )
+        for k, t in enumerate(distinct.tolist())
+    ]
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    xp = options["xp"]
+    if xp is not None:
+        joined = xp.concat(pieces, axis=0)
+        return xp.take(joined, xp.asarray(back, device=joined.device), axis=0)
+    if is_dask_array(logits):
+        import dask.array as da
+
+        return da.concatenate(pieces, axis=0)[back]
+    return np.concatenate(pieces, axis=0)[back]
 
 
 class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -75,11 +107,35 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         unlabelled pixels). ``None`` keeps every row. The fit equals the fit
         on the flattened, filtered ``(m, n_classes)`` array bit for bit.
 
+    group_shrinkage : float or "cv", default="cv"
+        With ``groups`` in :meth:`fit`: how far each group's temperature is
+        pulled toward the pooled one, in rows. A group of ``n`` rows (by
+        weight) whose own exact-rule temperature is ``T_g`` gets
+        ``exp((n log T_g + s log T) / (n + s))``, the nearest candidate to
+        it in ``log T`` with ``solver="grid"``: ``0`` keeps each group's own
+        ``T``, ``inf`` gives every group the pooled ``T``. ``"cv"`` chooses
+        ``s`` from 0, 10, 30, ..., 10000 and ``inf`` by the out-of-fold
+        log-loss of the held-out rows (5 folds stratified by group; ties go
+        to the stronger shrinkage).
+
+    min_group_size : int, default=10
+        With ``groups``: a group with fewer rows of positive weight takes
+        the pooled temperature.
+
     Attributes
     ----------
     temperature_ : float
         The chosen temperature (an element of ``temperatures`` bit for bit
-        with ``solver="grid"``).
+        with ``solver="grid"``); with ``groups``, the pooled one (the fit on
+        every row).
+
+    temperatures_by_group_ : dict or None
+        With ``groups`` in :meth:`fit`: ``{group: T}``, each group's shrunk
+        temperature (a candidate, with ``solver="grid"``); None without.
+
+    group_shrinkage_ : float or None
+        The shrinkage strength used (the one ``"cv"`` chose); None without
+        ``groups``.
 
     validation_loss_ : float
         Mean (weighted) negative log-likelihood at ``temperature_`` on the data
@@ -143,6 +199,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         "dtype": [Options(type, {np.float32, np.float64}), None],
         "class_axis": [Integral],
         "ignore_index": [Integral, None],
+        "group_shrinkage": [Interval(Real, 0, None, closed="left"), StrOptions({"cv"})],
+        "min_group_size": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
@@ -155,6 +213,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         dtype=None,
         class_axis=1,
         ignore_index=None,
+        group_shrinkage="cv",
+        min_group_size=10,
     ):
         self.temperatures = temperatures
         self.solver = solver
@@ -163,9 +223,11 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.class_axis = class_axis
         self.ignore_index = ignore_index
+        self.group_shrinkage = group_shrinkage
+        self.min_group_size = min_group_size
 
     @fit_context(prefer_skip_nested_validation=True)
-    def fit(self, logits, y, sample_weight=None):
+    def fit(self, logits, y, sample_weight=None, groups=None):
         """Choose the temperature on held-out logits.
 
         Parameters
@@ -189,6 +251,15 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
                 default=None
             Non-negative weights of the validation loss (weighted mean).
 
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            A group label per row (metadata known at prediction time: a
+            site, a device, a language), or ``"predicted"``, the predicted
+            class (the first argmax of the logits). Each group gets a
+            temperature of its own (see ``group_shrinkage``), in
+            ``temperatures_by_group_``; every label is still kept, since a
+            row's logits are divided by a positive number. Needs 2-D
+            logits.
+
         Returns
         -------
         self : TemperatureScaler
@@ -206,6 +277,8 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         """
         temperatures = check_temperatures(self.temperatures)
         fit_space = space(logits)
+        if groups is not None:
+            return self._fit_groups(logits, y, sample_weight, groups, temperatures)
         rows = rows_for(
             logits,
             y,
@@ -221,6 +294,40 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.at_boundary_ = result.at_boundary
         self.classes_ = np.arange(rows.n_classes)
         self.n_features_in_ = rows.n_classes
+        self.temperatures_by_group_ = None
+        self.group_shrinkage_ = None
+        self._groups = None
+        return self
+
+    def _fit_groups(self, logits, y, sample_weight, groups, temperatures):
+        fit_space = space(logits)
+        fitted = fit_groups(
+            logits,
+            y,
+            sample_weight,
+            groups,
+            temperatures,
+            solver=self.solver,
+            tol=self.tol,
+            strength=self.group_shrinkage,
+            min_group_size=self.min_group_size,
+            n_jobs=self.n_jobs,
+        )
+        pooled = fitted.pooled
+        self.temperature_ = pooled.temperature
+        self._fit_space = fit_space
+        self.validation_loss_ = pooled.loss
+        self.at_boundary_ = pooled.at_boundary
+        n_classes = max(int(logits.shape[1]), 2) if len(logits.shape) == 2 else 2
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = n_classes
+        self.temperatures_by_group_ = fitted.by_group()
+        self.group_shrinkage_ = fitted.strength
+        self._groups = (
+            fitted.labels,
+            fitted.temperature,
+            "predicted" if isinstance(groups, str) else None,
+        )
         return self
 
     def _logits(self, logits, method: str):
@@ -240,13 +347,20 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
     def _restore(out, xp, layout):
         return out if layout is None else layout.restore(out, xp)
 
-    def transform(self, logits):
+    def transform(self, logits, groups=None):
         """Calibrated logits ``logits / temperature_``.
 
         Parameters
         ----------
         logits : array-like or dask array of shape (n_samples, n_classes)
             Logits to calibrate (a Dask array gives a lazy Dask array).
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            With a scaler fitted with ``groups``: each row's group, whose
+            temperature divides its logits (a group not seen in ``fit``
+            gets the pooled ``temperature_``, with a warning). ``None``:
+            the predicted class if the scaler was fitted with
+            ``groups="predicted"``, else ``temperature_`` for every row.
 
         Returns
         -------
@@ -266,11 +380,7 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.transform(logits[:1]).round(4)  # logits / T
         array([[1.0986, 0.    ]])
         """
-        logits, xp, layout = self._logits(logits, "transform")
-        out = apply_temperature(
-            logits, self.temperature_, "logits", xp=xp, dtype=self._output_dtype(logits)
-        )
-        return self._restore(out, xp, layout)
+        return self._apply(logits, "transform", "logits", groups)
 
     def _output_dtype(self, logits):
         """The floating type of NumPy outputs (see ``dtype``)."""
@@ -279,13 +389,20 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             return np.float64 if wide else np.float32
         return self.dtype
 
-    def predict_proba(self, logits):
+    def predict_proba(self, logits, groups=None):
         """Calibrated probabilities ``softmax(logits / temperature_)``.
 
         Parameters
         ----------
         logits : array-like or dask array of shape (n_samples, n_classes)
             Logits to calibrate (a Dask array gives a lazy Dask array).
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            With a scaler fitted with ``groups``: each row's group, whose
+            temperature divides its logits (a group not seen in ``fit``
+            gets the pooled ``temperature_``, with a warning). ``None``:
+            the predicted class if the scaler was fitted with
+            ``groups="predicted"``, else ``temperature_`` for every row.
 
         Returns
         -------
@@ -306,15 +423,22 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.predict_proba(logits[:1]).round(4)  # 0.9 softened to 0.75
         array([[0.75, 0.25]])
         """
-        return self._softmax(logits, "predict_proba", log=False)
+        return self._softmax(logits, "predict_proba", log=False, groups=groups)
 
-    def predict_log_proba(self, logits):
+    def predict_log_proba(self, logits, groups=None):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
 
         Parameters
         ----------
         logits : array-like or dask array of shape (n_samples, n_classes)
             Logits to calibrate (a Dask array gives a lazy Dask array).
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            With a scaler fitted with ``groups``: each row's group, whose
+            temperature divides its logits (a group not seen in ``fit``
+            gets the pooled ``temperature_``, with a warning). ``None``:
+            the predicted class if the scaler was fitted with
+            ``groups="predicted"``, else ``temperature_`` for every row.
 
         Returns
         -------
@@ -333,28 +457,61 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.predict_log_proba(logits[:1]).round(4)
         array([[-0.2877, -1.3863]])
         """
-        return self._softmax(logits, "predict_log_proba", log=True)
+        return self._softmax(logits, "predict_log_proba", log=True, groups=groups)
 
-    def _softmax(self, logits, method: str, *, log: bool):
-        """(log-)softmax of ``logits / temperature_`` in the input's space."""
+    def _apply(self, logits, method: str, output: str, groups):
+        """``logits / T``, or the (log-)softmax of it, in the input's space:
+        ``T`` the temperature of each row's group, or ``temperature_``."""
         logits, xp, layout = self._logits(logits, method)
-        out = apply_temperature(
-            logits,
-            self.temperature_,
-            "log_proba" if log else "proba",
-            xp=xp,
-            dtype=self._output_dtype(logits),
-            n_jobs=self.n_jobs,
-        )
-        return self._restore(out, xp, layout)
+        options = {"xp": xp, "dtype": self._output_dtype(logits), "n_jobs": self.n_jobs}
+        fitted = getattr(self, "_groups", None)
+        if groups is None and fitted is not None:
+            groups = fitted[2]
+        if groups is None or fitted is None:
+            if groups is not None:
+                raise ValueError(
+                    f"groups were given to {method}, but TemperatureScaler was "
+                    "fitted without groups."
+                )
+            out = apply_temperature(logits, self.temperature_, output, **options)
+            return self._restore(out, xp, layout)
+        if layout is not None:
+            raise ValueError(
+                "groups need 2-D logits (n_samples, n_classes): reshape per-"
+                "position logits to one row per position first."
+            )
+        labels, temps, _ = fitted
+        _, codes = group_codes(groups, logits, labels=labels)
+        unseen = codes < 0
+        if unseen.any():
+            warnings.warn(
+                "groups holds labels not seen in fit (first "
+                f"{first_unseen(groups, logits, codes)}): those rows get the "
+                f"pooled temperature {self.temperature_!r}.",
+                UserWarning,
+                stacklevel=3,
+            )
+        per_row = np.where(unseen, self.temperature_, temps[codes])
+        return _by_temperature(logits, per_row, output, options)
 
-    def decision_function(self, logits):
+    def _softmax(self, logits, method: str, *, log: bool, groups=None):
+        """(log-)softmax of ``logits / T`` in the input's space."""
+        return self._apply(logits, method, "log_proba" if log else "proba", groups)
+
+    def decision_function(self, logits, groups=None):
         """Calibrated scores, as a scikit-learn classifier returns them.
 
         Parameters
         ----------
         logits : array-like or dask array of shape (n_samples, n_classes)
             Logits to calibrate.
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            With a scaler fitted with ``groups``: each row's group, whose
+            temperature divides its logits (a group not seen in ``fit``
+            gets the pooled ``temperature_``, with a warning). ``None``:
+            the predicted class if the scaler was fitted with
+            ``groups="predicted"``, else ``temperature_`` for every row.
 
         Returns
         -------
@@ -375,18 +532,22 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         >>> scaler.decision_function(d[:2])
         array([ 2., -1.])
         """
-        scores = self.transform(logits)
+        scores = self.transform(logits, groups=groups)
         if self.n_features_in_ != 2 or scores.ndim != 2:
             return scores
         return scores[:, 1] - scores[:, 0]
 
-    def predict(self, logits):
+    def predict(self, logits, groups=None):
         """Class index of the largest logit (first one on ties).
 
         Parameters
         ----------
         logits : array-like or dask array of shape (n_samples, n_classes)
             Logits (a Dask array gives a lazy Dask array).
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            Accepted for symmetry with :meth:`predict_proba`: a temperature
+            never changes a label, so it is not used.
 
         Returns
         -------
@@ -454,5 +615,3 @@ class TemperatureScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         tags.input_tags.one_d_array = True  # binary logits of shape (n,)
         tags.array_api_support = True
         return tags
-
-
