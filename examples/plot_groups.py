@@ -24,7 +24,11 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from skts import ReliabilityDisplay, TemperatureScaledClassifier
+from skts import (
+    ReliabilityDisplay,
+    TemperatureScaledClassifier,
+    calibration_ladder,
+)
 from skts.metrics import calibration_report, temperature_by_group
 
 X, y = load_digits(return_X_y=True)
@@ -90,12 +94,57 @@ for g, t, (lo, hi), own, one in zip(
     )
 
 # %%
-# What to do instead
-# ------------------
-# Scaling cannot fix this: the two groups need different maps from logits to
-# probabilities, and the model's logits do not say which group a row is in.
-# If the group is known at prediction time, calibrate each group on its own
-# (one :class:`~skts.TemperatureScaler` per group, or a feature the model can
-# use); if it is not, say so: the forecast is calibrated for the mixture
-# only. Grouping by the predicted class (``groups="predicted"``) is the same
-# check for class-dependent miscalibration.
+# Acting on it: a temperature per group
+# -------------------------------------
+# One temperature cannot serve both groups, and the model's logits do not
+# say which group a row is in; but here the group is known at prediction
+# time (the amount of ink is in the image). So give each group its own
+# temperature: ``fit(..., groups=...)`` chooses each group's ``T`` by the
+# exact rule on its rows, pulled toward the pooled ``T`` by a strength that
+# cross-validation chooses (a small group cannot overfit). Every row's logits
+# are still divided by a positive number, so no label changes.
+by_ink = TemperatureScaledClassifier(FrozenEstimator(model)).fit(
+    X_val, y_val, groups=g_val
+)
+print(by_ink.temperatures_by_group_, f"(shrinkage {by_ink.group_shrinkage_:g} rows)")
+after = calibration_report(
+    y_test, by_ink.predict_proba(X_test, groups=g_test), groups=g_test
+)
+print(after)
+assert (by_ink.predict(X_test) == model.predict(X_test)).all()
+
+# %%
+# On the test rows both groups' log-loss falls, and the bold group's ECE
+# falls from about 0.18 to 0.03 (the whole's from 0.105 to 0.058). The thin
+# group's ECE stays where it was: its own temperature is close to the
+# pooled one, and what is left of its error is not a stretch of the logits
+# (a third of its labels are noise) that any temperature could remove. The
+# bold digits' line now follows the diagonal where they have samples:
+disp = ReliabilityDisplay.from_predictions(
+    y_test,
+    by_ink.predict_proba(X_test, groups=g_test),
+    labels=model.classes_,
+    groups=g_test,
+    n_bins=10,
+    name="a T per group",
+)
+disp.figure_.suptitle("A temperature per group")
+plt.show()
+
+# %%
+# Is it worth it? The ladder
+# --------------------------
+# :func:`~skts.calibration_ladder` fits every rung by cross-validation on
+# the validation rows (one temperature, a temperature per group, vector and
+# matrix scaling) and moves down from one temperature only when a rung's
+# out-of-fold log-loss is better by more than its paired bootstrap interval.
+# Here the per-group temperature is the rung the data supports; vector and
+# matrix scaling (which change labels: see the last column) are not better.
+ladder = calibration_ladder(logits_val, label_index, groups=g_val, random_state=0)
+print(ladder)
+
+# %%
+# Grouping by the predicted class (``groups="predicted"``) is the same
+# remedy for class-dependent miscalibration. When the group is not known at
+# prediction time, no temperature can fix this: the forecast is calibrated
+# for the mixture only, and the docs should say so.

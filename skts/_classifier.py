@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from inspect import signature
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.special import logsumexp
@@ -31,7 +32,8 @@ from skts._array_api import (
     space,
 )
 from skts._fit import fit_temperature
-from skts._numerics import Rows, log_softmax, softmax
+from skts._linear import MatrixScaler, VectorScaler
+from skts._numerics import BoundaryTemperatureWarning, Rows, log_softmax, softmax
 from skts._responses import (
     AUTO_METHODS,
     fit_cross_validated,
@@ -42,6 +44,7 @@ from skts._responses import (
     model_logits,
     resolve_method,
 )
+from skts._scaler import TemperatureScaler
 from skts._sklearn_compat import (
     HasMethods,
     Interval,
@@ -51,7 +54,7 @@ from skts._sklearn_compat import (
     num_samples,
     routing_enabled,
 )
-from skts._validation import check_temperatures, check_weights
+from skts._validation import check_groups, check_temperatures, check_weights
 
 __all__ = ["TemperatureScaledClassifier"]
 
@@ -119,6 +122,20 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         refitted on all the data. ``"auto"``: ``True`` unless the estimator
         is a :class:`~sklearn.frozen.FrozenEstimator` (which has no folds).
 
+    method : {"temperature", "vector", "matrix"}, default="temperature"
+        The calibration map of the (out-of-fold) logits: one temperature
+        (never changes a label); :class:`VectorScaler` or
+        :class:`MatrixScaler` (regularised toward one temperature by
+        ``alpha``; **they can change predicted labels**: :meth:`predict` is
+        then the argmax of the calibrated probabilities).
+
+    alpha : float, default=1.0
+        Penalty strength of ``method="vector"`` and ``"matrix"``.
+
+    group_shrinkage : float or "cv", default="cv"
+        With ``groups`` in :meth:`fit`: how far each group's temperature is
+        pulled toward the pooled one, in rows (see :class:`TemperatureScaler`).
+
     Attributes
     ----------
     estimator_ : estimator instance
@@ -145,6 +162,18 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
 
     at_boundary_ : bool
         Whether ``temperature_`` is an end of the candidate range.
+
+    calibrator_ : TemperatureScaler, VectorScaler, MatrixScaler or None
+        The fitted map of the logits when it is more than one temperature
+        (``groups`` in :meth:`fit`, or ``method`` other than
+        ``"temperature"``), fitted on the same held-out logits; else None.
+
+    temperatures_by_group_ : dict or None
+        With ``groups`` in :meth:`fit`: ``{group: T}`` (see
+        :class:`TemperatureScaler`); else None.
+
+    group_shrinkage_ : float or None
+        With ``groups``: the shrinkage strength used, in rows; else None.
 
     response_method_ : str
         The method of ``estimator_`` that gives the logits.
@@ -205,6 +234,12 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "n_jobs": [Integral, None],
         "ensemble": ["boolean", StrOptions({"auto"})],
+        "method": [StrOptions({"temperature", "vector", "matrix"})],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "group_shrinkage": [
+            Interval(Real, 0, None, closed="left"),
+            StrOptions({"cv"}),
+        ],
     }
 
     def __init__(
@@ -218,6 +253,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         tol=1e-10,
         n_jobs=None,
         ensemble="auto",
+        method="temperature",
+        alpha=1.0,
+        group_shrinkage="cv",
     ):
         self.estimator = estimator
         self.temperatures = temperatures
@@ -227,6 +265,9 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         self.tol = tol
         self.n_jobs = n_jobs
         self.ensemble = ensemble
+        self.method = method
+        self.alpha = alpha
+        self.group_shrinkage = group_shrinkage
 
     def _get_estimator(self):
         if self.estimator is not None:
@@ -237,7 +278,7 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         return estimator
 
     @fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None, **fit_params):
+    def fit(self, X, y, sample_weight=None, groups=None, **fit_params):
         """Fit the temperature (and the estimator, unless it is frozen).
 
         Parameters
@@ -256,10 +297,18 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
             :class:`~sklearn.calibration.CalibratedClassifierCV` does); with
             routing enabled, the estimator gets them only if it requests them.
 
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            A group label per sample (metadata known at prediction time), or
+            ``"predicted"`` (the predicted class): a temperature per group,
+            fitted on the held-out logits as :class:`TemperatureScaler` fits
+            it (``temperatures_by_group_``); every label is kept. Pass the
+            same kind of groups to the predict methods. With metadata
+            routing, an array of groups also reaches the ``cv`` splitter
+            when it requests them (:class:`~sklearn.model_selection.GroupKFold`).
+
         **fit_params : dict
             Parameters for the estimator's ``fit`` (and, with metadata routing,
-            for the ``cv`` splitter, e.g. ``groups``), routed as scikit-learn
-            routes them.
+            for the ``cv`` splitter), routed as scikit-learn routes them.
 
         Returns
         -------
@@ -308,9 +357,19 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 f"(cross_val_predict takes {', '.join(AUTO_METHODS)}); wrap a "
                 "fitted estimator in FrozenEstimator to use another method."
             )
+        if groups is not None and not isinstance(groups, str):
+            groups = check_groups(host(groups), n_samples)
+        if groups is not None and self.method != "temperature":
+            raise ValueError(
+                f"groups give a temperature per group; method={self.method!r} "
+                "has no groups: use method='temperature'."
+            )
         if routing_enabled():
+            routed_groups = (
+                {} if groups is None or isinstance(groups, str) else {"groups": groups}
+            )
             routed = process_routing(
-                self, "fit", sample_weight=sample_weight, **fit_params
+                self, "fit", sample_weight=sample_weight, **routed_groups, **fit_params
             )
             inner_params = dict(routed.estimator.fit)
             split_params = {} if frozen else dict(routed.splitter.split)
@@ -345,12 +404,26 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 self.n_jobs,
             )
 
-        result = fit_temperature(
-            Rows(logits, y_idx, sample_weight, self.n_jobs),
-            temperatures,
-            solver=self.solver,
-            tol=self.tol,
+        calibrator = self._fit_calibrator(logits, y_idx, sample_weight, groups)
+        if calibrator is None:
+            result = fit_temperature(
+                Rows(logits, y_idx, sample_weight, self.n_jobs),
+                temperatures,
+                solver=self.solver,
+                tol=self.tol,
+            )
+        else:
+            # (the pooled temperature, or the affine map's first step)
+            result = SimpleNamespace(
+                temperature=calibrator.temperature_,
+                loss=calibrator.validation_loss_,
+                at_boundary=calibrator.at_boundary_,
+            )
+        self.calibrator_ = calibrator
+        self.temperatures_by_group_ = getattr(
+            calibrator, "temperatures_by_group_", None
         )
+        self.group_shrinkage_ = getattr(calibrator, "group_shrinkage_", None)
         self.estimator_ = fitted
         self._fit_space = space(X)
         if ensemble:
@@ -368,22 +441,61 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
                 setattr(self, attr, getattr(inner, attr))
         return self
 
+    def _fit_calibrator(self, logits, y_idx, sample_weight, groups):
+        """The fitted map of the held-out logits when it is more than one
+        temperature, else None."""
+        if groups is None and self.method == "temperature":
+            return None
+        if self.method == "temperature":
+            calibrator = TemperatureScaler(
+                self.temperatures,
+                solver=self.solver,
+                tol=self.tol,
+                n_jobs=self.n_jobs,
+                dtype=np.float64,
+                group_shrinkage=self.group_shrinkage,
+            ).fit(logits, y_idx, sample_weight, groups=groups)
+        else:
+            scaler = VectorScaler if self.method == "vector" else MatrixScaler
+            calibrator = scaler(self.alpha, temperatures=self.temperatures)
+            with warnings.catch_warnings():
+                # The temperature is the map's start (warned below, if at all).
+                warnings.simplefilter("ignore", BoundaryTemperatureWarning)
+                calibrator.fit(logits, y_idx, sample_weight)
+        return calibrator
+
+    def _check_groups(self, groups) -> None:
+        """Groups at prediction need a fit with groups."""
+        if groups is not None and self.temperatures_by_group_ is None:
+            raise ValueError(
+                "groups were given, but TemperatureScaledClassifier was fitted "
+                "without groups."
+            )
+
+    def _log_proba_of(self, logits, groups=None):
+        """Calibrated log-probabilities of some logits."""
+        self._check_groups(groups)
+        if self.calibrator_ is None:
+            return log_softmax(logits, self.temperature_)
+        if isinstance(self.calibrator_, TemperatureScaler):
+            return self.calibrator_.predict_log_proba(logits, groups=groups)
+        return self.calibrator_.predict_log_proba(logits)
+
     def _uncalibrated_logits(self, X):
         check_is_fitted(self)
         return model_logits(
             self.estimator_, X, self.response_method_, len(self.classes_)
         )
 
-    def _ensemble_log_proba(self, X):
-        """``log mean_k softmax(z_k(X) / T)`` over the fold models, or None
-        without ensemble."""
+    def _ensemble_log_proba(self, X, groups=None):
+        """``log mean_k softmax(z_k(X) / T)`` over the fold models (the
+        calibration map of each fold's logits), or None without ensemble."""
         check_is_fitted(self)
         if not hasattr(self, "estimators_"):
             return None
         parts = [
-            log_softmax(
-                fold_logits(est, X, self.response_method_, self.classes_),
-                self.temperature_,
+            self._log_proba_of(
+                fold_logits(est, X, self.response_method_, self.classes_), groups
             )
             for est in self.estimators_
         ]
@@ -392,13 +504,17 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         # Rows sum to 1 up to rounding; renormalise so they do in float64.
         return out - logsumexp(out, axis=1, keepdims=True)
 
-    def decision_function(self, X):
+    def decision_function(self, X, groups=None):
         """Calibrated logits ``z(X) / temperature_``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Input data.
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            Each sample's group, with a classifier fitted with ``groups``
+            (see :meth:`predict_proba`).
 
         Returns
         -------
@@ -419,25 +535,40 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         """
         check_is_fitted(self)
         check_same_space(self, X, "decision_function")
-        logits = self._ensemble_log_proba(X)
+        logits = self._ensemble_log_proba(X, groups)
         if logits is not None:
             # The ensemble's calibrated logits: its log-probabilities.
             if len(self.classes_) == 2:
                 return like(logits[:, 1] - logits[:, 0], X)
             return like(logits, X)
         logits = self._uncalibrated_logits(X)
+        if self.calibrator_ is not None:
+            if isinstance(self.calibrator_, TemperatureScaler):
+                logits = self.calibrator_.transform(logits, groups=groups)
+            else:
+                logits = self.calibrator_.transform(logits)
+            if len(self.classes_) == 2:
+                return like(logits[:, 1] - logits[:, 0], X)
+            return like(logits, X)
+        self._check_groups(groups)
         with np.errstate(over="ignore", under="ignore"):
             if len(self.classes_) == 2:
                 return like((logits[:, 1] - logits[:, 0]) / self.temperature_, X)
             return like(logits / self.temperature_, X)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X, groups=None):
         """Calibrated probabilities ``softmax(z(X) / temperature_)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Input data.
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            With a classifier fitted with ``groups``: each sample's group
+            (an unseen group gets the pooled ``temperature_``, with a
+            warning); ``None``: the predicted class if fitted with
+            ``groups="predicted"``, else ``temperature_``.
 
         Returns
         -------
@@ -457,18 +588,25 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict_proba")
-        log_proba = self._ensemble_log_proba(X)
+        log_proba = self._ensemble_log_proba(X, groups)
         if log_proba is not None:
             return like(np.exp(log_proba), X)
+        if self.calibrator_ is not None:
+            logits = self._uncalibrated_logits(X)
+            return like(np.exp(self._log_proba_of(logits, groups)), X)
+        self._check_groups(groups)
         return like(softmax(self._uncalibrated_logits(X), self.temperature_), X)
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X, groups=None):
         """Logarithm of :meth:`predict_proba`, computed without underflow.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Input data.
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            Each sample's group, as for :meth:`predict_proba`.
 
         Returns
         -------
@@ -490,18 +628,24 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict_log_proba")
-        log_proba = self._ensemble_log_proba(X)
+        log_proba = self._ensemble_log_proba(X, groups)
         if log_proba is not None:
             return like(log_proba, X)
-        return like(log_softmax(self._uncalibrated_logits(X), self.temperature_), X)
+        return like(self._log_proba_of(self._uncalibrated_logits(X), groups), X)
 
-    def predict(self, X):
-        """Class of the largest logit (the first on ties): unchanged by ``T``.
+    def predict(self, X, groups=None):
+        """Class of the largest logit (the first on ties): unchanged by ``T``
+        (also by a temperature per group); with ``method="vector"`` or
+        ``"matrix"``, the class of the largest calibrated probability.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Input data.
+
+        groups : array-like of shape (n_samples,) or "predicted", default=None
+            Accepted for symmetry with :meth:`predict_proba`: a temperature
+            never changes a label, so it is not used.
 
         Returns
         -------
@@ -521,9 +665,11 @@ class TemperatureScaledClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstim
         """
         check_is_fitted(self)
         check_same_space(self, X, "predict")
-        logits = self._ensemble_log_proba(X)
+        logits = self._ensemble_log_proba(X, groups)
         if logits is None:
             logits = self._uncalibrated_logits(X)
+            if self.calibrator_ is not None and self.method != "temperature":
+                logits = self.calibrator_.transform(logits)
         return like(self.classes_[np.argmax(logits, axis=1)], X)
 
     def get_metadata_routing(self):

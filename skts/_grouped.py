@@ -238,22 +238,50 @@ def _positive(sample_weight, codes, n_groups) -> NDArray:
     return np.bincount(codes[keep], minlength=n_groups)
 
 
-def _own_fits(rows, positive, temperatures, solver, tol, min_group_size):
-    n = len(rows)
-    own, loss = np.full(n, np.nan), np.full(n, np.nan)
-    edge = np.zeros(n, dtype=bool)
-    for g, r in enumerate(rows):
-        if r is None or positive[g] < max(min_group_size, 1):
-            continue
-        result = _quiet_fit(r, temperatures, solver, tol)
-        own[g], loss[g], edge[g] = result.temperature, result.loss, result.at_boundary
-    return own, loss, edge
+@dataclass(frozen=True)
+class _Problem:
+    """What every grouped fit of one call shares."""
 
+    temperatures: NDArray
+    solver: str
+    tol: float
+    min_group_size: int
+    n_jobs: object
+    n_groups: int
 
-def _sizes(weight: NDArray, sample_weight) -> NDArray:
-    """Rows by weight: each group's weight over the mean weight of a row
-    (its row count when unweighted)."""
-    return weight if sample_weight is None else weight / sample_weight.mean()
+    @property
+    def grid(self):
+        """The candidates a shrunk T returns to (None: continuous)."""
+        return self.temperatures if self.solver == "grid" else None
+
+    def fit(self, logits, y, sample_weight, codes, *, quiet: bool):
+        """The pooled fit, and each group's own exact-rule fit on its rows
+        (one partition): ``(pooled, own, own_loss, at_boundary, positive,
+        size)``, ``own`` NaN for a group under ``min_group_size`` rows."""
+        rows = rows_of(logits, y, sample_weight, n_jobs=self.n_jobs)
+        if quiet:
+            pooled = _quiet_fit(rows, self.temperatures, self.solver, self.tol)
+        else:
+            pooled = fit_temperature(
+                rows, self.temperatures, solver=self.solver, tol=self.tol
+            )
+        parts, weight = group_rows(
+            logits, y, sample_weight, codes, self.n_groups, self.n_jobs
+        )
+        positive = _positive(sample_weight, codes, self.n_groups)
+        own = np.full(self.n_groups, np.nan)
+        own_loss = np.full(self.n_groups, np.nan)
+        edge = np.zeros(self.n_groups, dtype=bool)
+        for g, part in enumerate(parts):
+            if part is None or positive[g] < max(self.min_group_size, 1):
+                continue
+            result = _quiet_fit(part, self.temperatures, self.solver, self.tol)
+            own[g], own_loss[g] = result.temperature, result.loss
+            edge[g] = result.at_boundary
+        # Rows by weight: each group's weight over the mean weight of a row
+        # (its row count when unweighted).
+        size = weight if sample_weight is None else weight / sample_weight.mean()
+        return pooled, own, own_loss, edge, positive, size
 
 
 def fit_groups(
@@ -275,32 +303,16 @@ def fit_groups(
     ``T`` (see the module's docstring)."""
     logits, y, sample_weight = checked_rows(logits, y, sample_weight, n_jobs=n_jobs)
     labels, codes = group_codes(groups, logits)
-    n_groups = labels.shape[0]
-    options = {"solver": solver, "tol": tol}
-    pooled = fit_temperature(
-        rows_of(logits, y, sample_weight, n_jobs=n_jobs), temperatures, **options
+    problem = _Problem(
+        temperatures, solver, tol, min_group_size, n_jobs, labels.shape[0]
     )
-    rows, weight = group_rows(logits, y, sample_weight, codes, n_groups, n_jobs)
-    positive = _positive(sample_weight, codes, n_groups)
-    own, own_loss, edge = _own_fits(
-        rows, positive, temperatures, solver, tol, min_group_size
+    pooled, own, own_loss, edge, positive, size = problem.fit(
+        logits, y, sample_weight, codes, quiet=False
     )
-    size = _sizes(weight, sample_weight)
-    grid = temperatures if solver == "grid" else None
     cv_loss: dict = {}
     if strength == "cv":
         cv_loss = _cross_validate(
-            logits,
-            y,
-            sample_weight,
-            codes,
-            n_groups,
-            temperatures,
-            options,
-            min_group_size,
-            cv,
-            n_jobs,
-            random_state,
+            problem, logits, y, sample_weight, codes, cv, random_state
         )
         strength = min(cv_loss, key=lambda s: (cv_loss[s], -s))
     return GroupFit(
@@ -312,23 +324,15 @@ def fit_groups(
         n_samples=positive,
         size=size,
         strength=float(strength),
-        temperature=shrink(own, size, pooled.temperature, float(strength), grid),
+        temperature=shrink(
+            own, size, pooled.temperature, float(strength), problem.grid
+        ),
         cv_loss=cv_loss,
     )
 
 
 def _cross_validate(
-    logits,
-    y,
-    sample_weight,
-    codes,
-    n_groups,
-    temperatures,
-    options,
-    min_group_size,
-    cv,
-    n_jobs,
-    random_state,
+    problem: _Problem, logits, y, sample_weight, codes, cv: int, random_state
 ) -> dict:
     """The out-of-fold log-loss of the held-out rows at each of
     :data:`STRENGTHS`: each fold's pooled and own temperatures fitted on the
@@ -343,35 +347,22 @@ def _cross_validate(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # groups smaller than cv
         folds = list(split.split(np.zeros(n), codes))
-    grid = temperatures if options["solver"] == "grid" else None
     total, seen = np.zeros(len(STRENGTHS)), 0.0
     for train, test in folds:
         w_train = None if sample_weight is None else sample_weight[train]
         w_test = None if sample_weight is None else sample_weight[test]
         if w_train is not None and not (w_train > 0).any():
             continue
-        part = take_rows(logits, train)
-        pooled = _quiet_fit(
-            rows_of(part, y[train], w_train, n_jobs=n_jobs), temperatures, **options
+        pooled, own, _, _, _, size = problem.fit(
+            take_rows(logits, train), y[train], w_train, codes[train], quiet=True
         )
-        rows, weight = group_rows(
-            part, y[train], w_train, codes[train], n_groups, n_jobs
-        )
-        own, _, _ = _own_fits(
-            rows,
-            _positive(w_train, codes[train], n_groups),
-            temperatures,
-            options["solver"],
-            options["tol"],
-            min_group_size,
-        )
-        size = _sizes(weight, w_train)
         shrunk = np.array(
-            [shrink(own, size, pooled.temperature, s, grid) for s in STRENGTHS]
+            [shrink(own, size, pooled.temperature, s, problem.grid) for s in STRENGTHS]
         )  # (strengths, groups)
         held, held_weight = group_rows(
-            take_rows(logits, test), y[test], w_test, codes[test], n_groups, n_jobs
-        )
+            take_rows(logits, test), y[test], w_test, codes[test],
+            problem.n_groups, problem.n_jobs,
+        )  # fmt: skip
         for g, r in enumerate(held):
             if r is None:
                 continue

@@ -83,6 +83,64 @@ def _objective(kind: str, u, y, w, penalty: float):
     return value_and_grad
 
 
+# Newton's polish (an exact Hessian) up to this many parameters.
+_NEWTON_PARAMETERS = 256
+
+
+def _hessian(kind: str, u, theta, w, penalty) -> NDArray:
+    """The exact Hessian of :func:`_objective` at ``theta``.
+
+    Each class's logit is linear in its own parameters through features
+    ``f`` (vector: ``(u_k, 1)``; matrix: ``(u, 1)``), so the Hessian is
+    ``sum_i w_i S_i[k, l] f_ika f_ilc`` with ``S = diag(p) - p p^T``: a
+    block per class from ``diag(p)`` less ``A^T B``, ``A = w p f`` and
+    ``B = p f`` of shape ``(n, K * features)`` (one matrix product), laid
+    out per (class, feature) and permuted to ``theta``'s order.
+    """
+    n, k = u.shape
+    ones = np.ones((n, 1))
+    if kind == "vector":
+        z = u * (1 + theta[:k]) + theta[k:]
+        f = np.stack([u, np.broadcast_to(ones, u.shape)], axis=2)  # (n, k, 2)
+    else:
+        z = u + u @ theta[: k * k].reshape(k, k).T + theta[k * k :]
+        f = np.broadcast_to(np.hstack([u, ones])[:, None, :], (n, k, k + 1))
+    per = f.shape[2]
+    p = np.exp(_log_softmax(z, axis=1))
+    b = (p[:, :, None] * f).reshape(n, k * per)
+    h = -((b * w[:, None]).T @ b)
+    blocks = np.einsum("ik,ika,ikc->kac", p * w[:, None], f, f)
+    for c in range(k):
+        h[c * per : (c + 1) * per, c * per : (c + 1) * per] += blocks[c]
+    # (class, feature) -> theta's index
+    if kind == "vector":
+        order = np.array([[c, k + c] for c in range(k)]).reshape(-1)
+    else:
+        order = np.array(
+            [[c * k + a for a in range(k)] + [k * k + c] for c in range(k)]
+        ).reshape(-1)
+    out = np.empty_like(h)
+    out[np.ix_(order, order)] = h
+    out[np.diag_indices_from(out)] += 2 * penalty
+    return out
+
+
+def _polish(kind, u, y, w, penalty, theta) -> NDArray:
+    """Newton steps from ``theta`` (near the optimum of a strongly convex
+    problem: quadratic convergence), while they lower the objective."""
+    f = _objective(kind, u, y, w, penalty)
+    value, grad = f(theta)
+    for _ in range(20):
+        step = np.linalg.solve(_hessian(kind, u, theta, w, penalty), grad)
+        new_value, new_grad = f(theta - step)
+        if not new_value <= value:
+            break
+        theta, value, grad = theta - step, new_value, new_grad
+        if np.abs(step).max() <= 1e-15 * max(1.0, np.abs(theta).max()):
+            break
+    return theta
+
+
 class _AffineScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
     """The shared fit and predictions of the affine rungs."""
 
@@ -137,15 +195,18 @@ class _AffineScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         u = _log_softmax(_dense(checked) / start.temperature, axis=1)
         n, k = u.shape
         w = np.ones(n) if weights is None else weights
-        w = w / w.sum()
+        # n counts rows by weight (weights are repetitions, scikit-learn's
+        # convention): repeated and weighted rows give the same penalty.
+        total = float(w.sum())
+        w = w / total
         penalty = np.full(
-            2 * k if self._kind == "vector" else k * k + k, self.alpha * k / n
+            2 * k if self._kind == "vector" else k * k + k, self.alpha * k / total
         )
         if self._kind == "matrix":
             # K^2 off-diagonal entries: each pulled K times harder, so that
             # the map stays near vector scaling on many classes.
             off = ~np.eye(k, dtype=bool).reshape(-1)
-            penalty[: k * k][off] = self.alpha * k * k / n
+            penalty[: k * k][off] = self.alpha * k * k / total
         result = minimize(
             _objective(self._kind, u, y, w, penalty),
             np.zeros(penalty.size),
@@ -154,7 +215,10 @@ class _AffineScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
             options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 0.0},
         )
         theta = result.x
+        if theta.size <= _NEWTON_PARAMETERS and self.alpha > 0:
+            theta = _polish(self._kind, u, y, w, penalty, theta)
         self.temperature_ = start.temperature
+        self.at_boundary_ = start.at_boundary
         if self._kind == "vector":
             self._deviation = theta[:k]
             self.scale_ = 1 + theta[:k]
@@ -268,13 +332,15 @@ class VectorScaler(_AffineScaler):
     (probmetrics' structured vector scaling): ``alpha -> inf`` is
     temperature scaling, ``alpha = 0`` Guo et al.'s vector scaling. The
     problem is convex; SciPy's L-BFGS-B solves it to ``tol`` (the gradient's
-    largest component).
+    largest component), then, up to 256 parameters, Newton's method with the
+    exact Hessian takes it to the optimum to rounding.
 
     Parameters
     ----------
     alpha : float, default=1.0
         Strength of the penalty on the deviations from temperature scaling,
-        per class and per held-out row (``lambda = alpha * K / n``).
+        per class and per held-out row (``lambda = alpha * K / n``, ``n`` the
+        rows by weight: sample weights count as repetitions).
     temperatures : array-like of shape (n_candidates,), default=None
         Candidates of the first step's temperature, as for
         :class:`TemperatureScaler`.
@@ -287,6 +353,8 @@ class VectorScaler(_AffineScaler):
     ----------
     temperature_ : float
         The exact-rule temperature of the first step.
+    at_boundary_ : bool
+        Whether ``temperature_`` is an end of the candidate range.
     scale_ : ndarray of shape (n_classes,)
         Each class's factor ``1 + v_k``.
     coef_ : ndarray of shape (n_classes, n_classes)
@@ -361,6 +429,8 @@ class MatrixScaler(_AffineScaler):
     ----------
     temperature_ : float
         The exact-rule temperature of the first step.
+    at_boundary_ : bool
+        Whether ``temperature_`` is an end of the candidate range.
     coef_ : ndarray of shape (n_classes, n_classes)
         Calibrated logits are ``u @ coef_.T + intercept_`` with
         ``u = log_softmax(logits / temperature_)``.

@@ -32,6 +32,7 @@ def files(tmp_path_factory):
         ("apply", "(default: the input's, at least float32)"),
         ("report", "(default: 0)"),
         ("demo", "(default: skts-demo)"),
+        ("ladder", "(default: 200)"),
     ],
 )
 def test_help_shows_defaults_and_an_example(command, default, tmp_path):
@@ -104,8 +105,9 @@ def test_fit_and_report_json_share_one_schema(files):
         "n_classes",
         "metrics",
     ]
-    # (2: report --compare's "comparison" added; version-1 files still read)
-    assert fit["schema_version"] == report["schema_version"] == SCHEMA_VERSION == 2
+    # (2: report --compare's "comparison"; 3: fit --groups's temperatures per
+    # group; older files still read)
+    assert fit["schema_version"] == report["schema_version"] == SCHEMA_VERSION == 3
     for key in shared:
         assert key in fit and key in report, key
     assert report["temperature"] == fit["temperature"]
@@ -138,8 +140,8 @@ def test_a_newer_schema_is_refused(files):
 
 @pytest.mark.parametrize("schema", [1, 2])
 def test_older_schemas_are_read(files, schema, tmp_path):
-    # Version 2 only added report's "comparison": a version-1 calibration
-    # file (skts before report --compare) still applies.
+    # Versions 2 and 3 only added keys (report's "comparison", fit's
+    # temperatures per group): older calibration files still apply.
     folder, z, _ = files
     calib = {"schema_version": schema, "temperature": 2.0, "n_classes": 4}
     (tmp_path / "old.json").write_text(json.dumps(calib))

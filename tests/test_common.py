@@ -14,6 +14,9 @@ from skts import TemperatureScaledClassifier
         TemperatureScaledClassifier(LogisticRegression(C=10.0)),
         TemperatureScaledClassifier(GaussianNB()),
         TemperatureScaledClassifier(GaussianNB(), solver="continuous"),
+        # the next rungs, as a meta-estimator option (they may change labels)
+        TemperatureScaledClassifier(method="vector"),
+        TemperatureScaledClassifier(GaussianNB(), method="matrix", ensemble=False),
     ]
 )
 def test_sklearn_compatible(estimator, check):

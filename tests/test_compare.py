@@ -169,7 +169,7 @@ def test_report_compare_json(cli_files):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["schema_version"] == 2
+    assert out["schema_version"] == 3
     comparison = out["comparison"]
     assert comparison["sources"]["b"]["logits"] == "other.npy"
     z, y = np.load(folder / "z.npy"), np.load(folder / "y.npy")

@@ -220,3 +220,101 @@ def test_every_backend_gives_the_same_group_temperatures(backend):
         assert there.temperatures_by_group_ == here.temperatures_by_group_
         assert there.temperature_ == here.temperature_
         assert there.group_shrinkage_ == here.group_shrinkage_
+
+
+# -- TemperatureScaledClassifier(...).fit(X, y, groups=...) -----------------
+
+
+def _sites(n=3000, seed=0):
+    """A model's data from two sites; its labels are noisier at site 1."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(
+        n, n_features=8, n_informative=5, n_classes=3, random_state=seed
+    )
+    site = np.random.default_rng(seed).integers(0, 2, n)
+    flip = (site == 1) & (np.random.default_rng(seed + 1).random(n) < 0.3)
+    y = np.where(flip, (y + 1) % 3, y)
+    return X, y, site
+
+
+def test_classifier_groups_are_the_scalers_on_the_held_out_logits():
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import LogisticRegression
+
+    from skts import TemperatureScaledClassifier
+
+    X, y, site = _sites()
+    model = LogisticRegression(max_iter=1000).fit(X[:1000], y[:1000])
+    held, y_held, g = X[1000:], y[1000:], site[1000:]
+    clf = TemperatureScaledClassifier(FrozenEstimator(model)).fit(
+        held, y_held, groups=g
+    )
+    scaler = TemperatureScaler().fit(model.decision_function(held), y_held, groups=g)
+    assert clf.temperatures_by_group_ == scaler.temperatures_by_group_
+    assert clf.temperatures_by_group_[1] > 1.5 * clf.temperatures_by_group_[0]
+    np.testing.assert_allclose(
+        clf.predict_proba(held, groups=g),
+        scaler.predict_proba(model.decision_function(held), groups=g),
+        rtol=1e-6,
+    )
+    assert np.array_equal(clf.predict(held, groups=g), model.predict(held))
+    with pytest.raises(ValueError, match="fitted without groups"):
+        TemperatureScaledClassifier(FrozenEstimator(model)).fit(
+            held, y_held
+        ).predict_proba(held, groups=g)
+
+
+def test_classifier_groups_with_folds_and_routing_to_a_group_splitter():
+    import sklearn
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    from skts import TemperatureScaledClassifier
+
+    X, y, site = _sites(seed=2)
+    by_site = TemperatureScaledClassifier(LogisticRegression(max_iter=1000), cv=3)
+    by_site.fit(X, y, groups=site)
+    assert set(by_site.temperatures_by_group_) == {0, 1}
+    p = by_site.predict_proba(X[:5], groups=site[:5])
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    # With routing, the same groups also reach a splitter that asks for them:
+    # no fold then holds a site in both its training and test rows.
+    seen = []
+
+    class Recording(GroupKFold):
+        def split(self, X, y=None, groups=None):
+            seen.append(groups)
+            return super().split(X, y, groups)
+
+    with sklearn.config_context(enable_metadata_routing=True):
+        inner = LogisticRegression(max_iter=1000).set_fit_request(sample_weight=False)
+        clf = TemperatureScaledClassifier(inner, cv=Recording(2), ensemble=False)
+        clf.fit(X, y, groups=site)
+    assert seen and np.array_equal(seen[0], site)
+    assert set(clf.temperatures_by_group_) == {0, 1}
+
+
+def test_the_meta_estimators_vector_and_matrix_options():
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.naive_bayes import GaussianNB
+
+    from skts import MatrixScaler, TemperatureScaledClassifier, VectorScaler
+
+    X, y, _ = _sites(seed=4)
+    model = GaussianNB().fit(X[:1500], y[:1500])
+    held, y_held = X[1500:], y[1500:]
+    for method, cls in [("vector", VectorScaler), ("matrix", MatrixScaler)]:
+        clf = TemperatureScaledClassifier(FrozenEstimator(model), method=method)
+        clf.fit(held, y_held)
+        alone = cls().fit(model.predict_log_proba(held), y_held)
+        assert isinstance(clf.calibrator_, cls)
+        np.testing.assert_allclose(clf.calibrator_.coef_, alone.coef_, rtol=1e-6)
+        proba = clf.predict_proba(held)
+        np.testing.assert_array_equal(
+            clf.predict(held), clf.classes_[proba.argmax(axis=1)]
+        )
+    with pytest.raises(ValueError, match="method='vector' has no groups"):
+        TemperatureScaledClassifier(FrozenEstimator(model), method="vector").fit(
+            held, y_held, groups="predicted"
+        )

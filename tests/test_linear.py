@@ -160,3 +160,27 @@ def test_real_logits_beat_one_temperature_and_matrix_does_not_collapse(name):
     # The same structured model (ridge alpha K / n on scales and biases);
     # measured 0.2226 vs 0.2222 and 0.9119 vs 0.9119.
     assert vs < peer + 0.001
+
+
+@pytest.mark.parametrize("kind", ["vector", "matrix"])
+def test_the_hessian_is_the_gradients_derivative(kind):
+    from skts._linear import _hessian
+
+    rng = np.random.default_rng(1)
+    u = log_softmax(rng.normal(size=(40, 3)) * 2, axis=1)
+    y = rng.integers(0, 3, 40)
+    w = rng.uniform(0, 1, 40)
+    w /= w.sum()
+    size = 6 if kind == "vector" else 12
+    penalty = rng.uniform(0, 0.1, size)
+    theta = rng.normal(size=size) * 0.3
+    grad = _objective(kind, u, y, w, penalty)
+    h = _hessian(kind, u, theta, w, penalty)
+    eps = 1e-6
+    numeric = np.array(
+        [
+            (grad(theta + eps * e)[1] - grad(theta - eps * e)[1]) / (2 * eps)
+            for e in np.eye(size)
+        ]
+    )
+    np.testing.assert_allclose(h, numeric, rtol=1e-6, atol=1e-8)

@@ -31,6 +31,7 @@ from skts.cli._outputs import (
     _write_rows,
 )
 from skts.cli._progress import _progress_for
+from skts.cli._reports import _load_groups
 
 
 def format_parser(subparsers) -> None:
@@ -53,6 +54,14 @@ def format_parser(subparsers) -> None:
     )
     p.add_argument(
         "--labels-out", help="predicted class indices, .npy or .csv ('-': stdout)"
+    )
+    p.add_argument(
+        "--groups",
+        metavar="FILE|predicted",
+        help="with a calibration fitted with --groups: each row's group (a "
+        "file with a label per row, or 'predicted'); a group not seen in fit "
+        "gets the pooled T, with a warning (default: 'predicted' for a "
+        "calibration by predicted class, else the pooled T)",
     )
     p.set_defaults(func=main)
 
@@ -79,6 +88,65 @@ def main(args: argparse.Namespace) -> int:
         return _apply_to(args, calib, logits, outputs)
 
 
+def _temperatures_of(args, calib, logits):
+    """``(f, by_group)``: ``f(fn, block, rows)`` is ``fn`` (softmax or its
+    log) of a block of rows at each row's temperature (its group's, or the
+    pooled one), ``by_group`` whether the groups' temperatures are used."""
+    t = calib["temperature"]
+    table = calib.get("temperatures_by_group")
+    kind = calib.get("groups")
+    groups = args.groups or ("predicted" if kind == "predicted" else None)
+    if table is None or groups is None:
+        if args.groups:
+            raise CLIError(
+                f"--groups given, but calibration {args.calibration!r} has no "
+                "temperatures per group (fit it with --groups)"
+            )
+        if table is not None:
+            print(
+                "skts apply: warning: the calibration has a temperature per group; "
+                "without --groups every row gets the pooled T",
+                file=sys.stderr,
+            )
+        return (lambda fn, block, rows: fn(block, t)), False
+    if getattr(logits, "layout", None) is not None:
+        raise CLIError("--groups needs 2-D logits (one row per sample)")
+    if (groups == "predicted") != (kind == "predicted"):
+        fitted = "the predicted class" if kind == "predicted" else "a groups file"
+        raise CLIError(
+            f"calibration {args.calibration!r} has temperatures per {fitted}; "
+            f"--groups {groups!r} does not match it"
+        )
+    if groups == "predicted":
+        labels = None
+    else:
+        labels = np.asarray(_load_groups(groups, logits.shape[0])).astype(str)
+    unseen = []
+
+    def apply(fn, block, rows):
+        keys = np.argmax(block, axis=1).astype(str) if labels is None else labels[rows]
+        distinct, codes = np.unique(keys, return_inverse=True)
+        temps = np.array([table.get(key, np.nan) for key in distinct.tolist()])
+        if np.isnan(temps).any() and not unseen:
+            unseen.append(str(distinct[np.isnan(temps)][0]))
+            print(
+                f"skts apply: warning: group {unseen[0]!r} was not seen in fit: "
+                f"its rows get the pooled T = {t:.6g}",
+                file=sys.stderr,
+            )
+        temps = np.where(np.isnan(temps), t, temps)
+        out = None
+        for c, value in enumerate(temps.tolist()):
+            idx = np.flatnonzero(codes.reshape(-1) == c)
+            part = fn(block[idx], value)
+            if out is None:
+                out = np.empty((block.shape[0], *part.shape[1:]), dtype=part.dtype)
+            out[idx] = part
+        return out
+
+    return apply, True
+
+
 def _apply_to(args, calib, logits, outputs) -> int:
     if logits.shape[1] != calib["n_classes"]:
         raise CLIError(
@@ -87,6 +155,7 @@ def _apply_to(args, calib, logits, outputs) -> int:
         )
     t = calib["temperature"]
     n, k = logits.shape
+    per_row, by_group = _temperatures_of(args, calib, logits)
     paths = [o for o in outputs if o not in (None, STDOUT)]
     step = None
     read = logits.__getitem__
@@ -120,7 +189,7 @@ def _apply_to(args, calib, logits, outputs) -> int:
                     n,
                     k,
                     dtype,
-                    lambda rows: fn(read(rows), t),
+                    lambda rows: per_row(fn, read(rows), rows),
                     step,
                     bar,
                     layout=getattr(logits, "layout", None),
@@ -139,8 +208,13 @@ def _apply_to(args, calib, logits, outputs) -> int:
                     layout=getattr(logits, "layout", None),
                 )
     where = paths + (["stdout"] if STDOUT in outputs else [])
+    what = (
+        f"T = {t:.6g}"
+        if not by_group
+        else (f"{len(calib['temperatures_by_group'])} group temperatures")
+    )
     print(
-        f"applied T = {t:.6g} to {n} rows -> {', '.join(where)}",
+        f"applied {what} to {n} rows -> {', '.join(where)}",
         file=sys.stderr if STDOUT in outputs else sys.stdout,
     )
     return 0

@@ -30,7 +30,7 @@ EXIT_USAGE = 2
 
 # The version of the JSON that ``fit`` writes and ``report --json`` prints
 # (documented in docs/cli.md); a reader refuses a newer one.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STDOUT = "-"
 
 
@@ -67,6 +67,8 @@ _EXAMPLES = {
     "report": "example:\n  skts report --logits test_logits.npy --labels "
     "test_labels.npy --calibration calib.json --bootstrap 200 --plot rel.png",
     "demo": "example:\n  skts demo --out skts-demo",
+    "ladder": "example:\n  skts ladder --logits val_logits.npy --labels "
+    "val_labels.npy --groups site.csv --out ladder.json",
 }
 
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from skts import __version__
-from skts.cli import _apply, _demo, _fit, _report
+from skts.cli import _apply, _demo, _fit, _ladder, _report
 from skts.cli._common import (
     EXIT_USAGE,
     CLIError,
@@ -23,7 +23,7 @@ from skts.cli._common import (
 MAX_BOOTSTRAP = 1_000_000
 
 # Each command: its module's format_parser (options) and main (what it does).
-_COMMANDS = (_demo, _fit, _apply, _report)
+_COMMANDS = (_demo, _fit, _apply, _report, _ladder)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -35,6 +35,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "  skts apply --logits test_logits.npy --calibration calib.json --out p.npy\n"
         "  skts report --logits test_logits.npy --labels test_labels.npy "
         "--calibration calib.json\n"
+        "  skts ladder --logits val_logits.npy --labels val_labels.npy\n"
         "  skts demo\n"
         "'skts COMMAND --help' tells more.",
         description="Temperature-scaling calibration for logit files.",

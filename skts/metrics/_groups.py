@@ -11,11 +11,11 @@ from numpy.typing import ArrayLike
 from sklearn.utils import Bunch, check_random_state
 
 from skts._fit import fit_temperature
-from skts._numerics import BoundaryTemperatureWarning, Rows, nll_many
+from skts._grouped import group_codes, group_rows
+from skts._numerics import BoundaryTemperatureWarning, Rows
 from skts._sklearn_compat import Interval, StrOptions, validate_params
 from skts._validation import (
     check_class_indices,
-    check_groups,
     check_logits,
     check_temperatures,
 )
@@ -113,39 +113,35 @@ def temperature_by_group(
     """
     logits = check_logits(logits, warn_probabilities=True)
     y = check_class_indices(y_true, logits.shape, name="y_true")
-    if isinstance(groups, str):
-        groups = np.argmax(logits, axis=1)
-    else:
-        groups = check_groups(groups, logits.shape[0])
+    labels, codes = group_codes(groups, logits)
     temperatures = check_temperatures(temperatures)
     rng = check_random_state(random_state)
 
-    def fit(rows, weights=None):
+    def fit(rows):
         with warnings.catch_warnings():
             # Reported as at_boundary: a per-group warning would only repeat it.
             warnings.simplefilter("ignore", BoundaryTemperatureWarning)
-            return fit_temperature(Rows(logits[rows], y[rows], weights), temperatures)
+            return fit_temperature(rows, temperatures)
 
-    everything = fit(slice(None))
-    labels = np.unique(groups)
+    everything = fit(Rows(logits, y))
+    # Each group's rows, gathered in one pass (skts._grouped).
+    parts, _ = group_rows(logits, y, None, codes, labels.shape[0])
     temps, losses, at_overall, counts, edge = [], [], [], [], []
     interval = np.full((labels.shape[0], 2), np.nan)
-    for k, g in enumerate(labels):
-        rows = np.flatnonzero(groups == g)
+    for k, rows in enumerate(parts):
         result = fit(rows)
         temps.append(result.temperature)
         losses.append(result.loss)
-        at_overall.append(
-            float(nll_many(logits[rows], y[rows], [everything.temperature])[0])
-        )
-        counts.append(rows.shape[0])
+        at_overall.append(float(rows.nll([everything.temperature])[0]))
+        counts.append(rows.n_samples)
         edge.append(result.at_boundary)
         if n_bootstrap:
-            draws = []
-            for _ in range(n_bootstrap):
-                draws.append(
-                    fit(rows, resample_weights(rng, rows.shape[0])).temperature
-                )
+            draws = [
+                fit(
+                    Rows(rows.logits, rows.y, resample_weights(rng, rows.n_samples))
+                ).temperature
+                for _ in range(n_bootstrap)
+            ]
             interval[k] = percentile_interval(draws, confidence_level)
     return Bunch(
         groups=labels,
