@@ -24,6 +24,7 @@ Unlike a temperature, these maps can change the predicted label of a row:
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -34,7 +35,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from skts._fit import fit_temperature, rows_for
-from skts._numerics import blocks
+from skts._numerics import BoundaryTemperatureWarning, blocks
 from skts._sklearn_compat import Interval, fit_context
 from skts._validation import (
     check_class_indices,
@@ -184,15 +185,12 @@ class _AffineScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         checked = check_logits(logits, warn_probabilities=True)
         y = check_class_indices(y, checked.shape)
         weights = check_weights(sample_weight, checked.shape[0])
-        import warnings
-
-        from skts._numerics import BoundaryTemperatureWarning
-
         with warnings.catch_warnings():
             # The temperature is a starting point here, not the answer.
             warnings.simplefilter("ignore", BoundaryTemperatureWarning)
             start = fit_temperature(rows_for(checked, y, weights), temperatures)
-        u = _log_softmax(_dense(checked) / start.temperature, axis=1)
+        z = _dense(checked)
+        u = _log_softmax(z / start.temperature, axis=1)
         n, k = u.shape
         w = np.ones(n) if weights is None else weights
         # n counts rows by weight (weights are repetitions, scikit-learn's
@@ -229,9 +227,7 @@ class _AffineScaler(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.intercept_ = theta[-k:]
         self.n_iter_ = int(result.nit)
         self.validation_loss_ = float(
-            -(
-                w * _log_softmax(self._map(_dense(checked)), axis=1)[np.arange(n), y]
-            ).sum()
+            -(w * _log_softmax(self._map(z), axis=1)[np.arange(n), y]).sum()
         )
         self.classes_ = np.arange(k)
         self.n_features_in_ = k
