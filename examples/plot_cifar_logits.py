@@ -3,39 +3,37 @@ Calibrating a CIFAR network's logits
 ====================================
 
 The setting of Guo et al. (2017): a deep network trained on CIFAR,
-its logits on held-out images, one temperature. These are real logits of a
-DenseNet-40 on CIFAR-10 and of a CIFAR-100 network (their sources and
-licences: :doc:`/data`). They are not shipped with skts: this example runs
-when they are in ``../shared/data`` beside the repository or in the folder
-named by the ``SKTS_DATA`` environment variable, and says so otherwise.
+its logits on held-out images, one temperature. These are real, published
+outputs of a DenseNet-40 on CIFAR-10 and of a DenseNet-BC-100 on CIFAR-100
+(their sources and licences: :doc:`/data`), fetched by :mod:`skts.datasets`
+the first time (a few MB) and cached in ``~/skts_data`` (or ``$SKTS_DATA``).
+Offline, with nothing cached, a network is skipped with the reason.
 """
 
 # %%
-import os
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from skts import ReliabilityDisplay, TemperatureCurveDisplay, TemperatureScaler
+from skts.datasets import fetch_densenet40_cifar10, fetch_densenet100_cifar100
 from skts.metrics import calibration_report
 
-DATA = Path(os.environ.get("SKTS_DATA") or "../../shared/data")
-files = {
-    "CIFAR-10 DenseNet-40": DATA / "densenet40_cifar10.npz",
-    "CIFAR-100 network": DATA / "playground_cifar100.npz",
-}
-available = all(f.exists() for f in files.values())
-if not available:
-    print(f"The CIFAR logits are not in {DATA} (see 'The real logits'): skipped.")
+networks = {}
+for name, fetch in [
+    ("CIFAR-10 DenseNet-40", fetch_densenet40_cifar10),
+    ("CIFAR-100 DenseNet-BC-100", fetch_densenet100_cifar100),
+]:
+    try:
+        networks[name] = fetch()
+    except OSError as exc:
+        print(f"{name}: skipped ({exc})")
 
 # %%
 # One temperature per network, fitted on the validation logits
 # ------------------------------------------------------------
 # The reports are on the test logits, with 95% bootstrap intervals.
 results = {}
-for name, path in files.items() if available else []:
-    data = np.load(path, allow_pickle=False)
+for name, data in networks.items():
     scaler = TemperatureScaler().fit(data["val_logits"], data["val_labels"])
     z = data["test_logits"].astype(np.float64)
     e = np.exp(z - z.max(axis=1, keepdims=True))
@@ -59,9 +57,11 @@ for name, path in files.items() if available else []:
 # (DenseNet-40) and 16.53% -> 1.26% on CIFAR-100 (ResNet-110): these are
 # other trainings of similar networks, and the picture is the same, a large
 # drop with one number, the accuracy untouched.
-if available:
+if results:
+    n = len(results)
     fig, axes = plt.subplots(
-        2, 3, figsize=(14, 6), height_ratios=[3, 1], layout="constrained"
+        2, n + 1, figsize=(4.7 * (n + 1), 6), height_ratios=[3, 1],
+        layout="constrained", squeeze=False,
     )
     for col, (name, (data, scaler, before, after)) in enumerate(results.items()):
         first = ReliabilityDisplay.from_predictions(
@@ -80,10 +80,10 @@ if available:
             hist_ax=axes[1, col],
         )
         axes[1, col].set_title(name, fontsize="small", loc="right")
-    gs = axes[0, 2].get_gridspec()
-    for ax in axes[:, 2]:
+    gs = axes[0, n].get_gridspec()
+    for ax in axes[:, n]:
         ax.remove()
-    curve_ax = fig.add_subplot(gs[:, 2])
+    curve_ax = fig.add_subplot(gs[:, n])
     for name, (data, scaler, _, _) in results.items():
         TemperatureCurveDisplay.from_estimator(
             scaler, data["val_logits"], data["val_labels"], name=name, ax=curve_ax

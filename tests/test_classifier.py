@@ -517,6 +517,7 @@ def test_skops_round_trip_trusts_only_skts_types(digits, tmp_path):
 # ensemble: scikit-learn's CalibratedClassifierCV semantics.
 
 
+@pytest.mark.slow
 def test_ensemble_keeps_scikit_learns_fold_models_and_averages_them(digits):
     _, X_train, X_val, y_train, _ = digits
     est = LogisticRegression(C=100.0, max_iter=3000)

@@ -718,25 +718,16 @@ def big_logits(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
-def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
+def _apply_in_background(big_logits, out, **popen):
+    """``skts apply`` as a shell starts a background job: SIGINT ignored
+    (which Python keeps: issue 28's Ctrl-C that was lost, exit 0)."""
     import signal
-    import time
 
-    out = tmp_path / "p.npy"
-    # A shell's background jobs (and so a test run started with `&`) inherit
-    # SIGINT ignored, which Python then keeps: the child restores Python's
-    # handler, as a terminal's Ctrl-C would find it.
-    launch = (
-        "import runpy, signal, sys; "
-        "signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "sys.argv[0] = 'skts'; runpy.run_module('skts', run_name='__main__')"
-    )
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            launch,
+            "-m",
+            "skts",
             "apply",
             "--logits",
             big_logits / "z.npy",
@@ -748,7 +739,17 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        **popen,
     )
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
+    import signal
+    import time
+
+    proc = _apply_in_background(big_logits, tmp_path / "p.npy")
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".skts-*")) and time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -760,6 +761,101 @@ def test_a_signal_during_apply_leaves_no_file(big_logits, tmp_path, sig, code):
     assert proc.returncode == code, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # no output, no temporary file
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_at_any_moment_of_apply_exits_130_or_finishes(big_logits, tmp_path):
+    """Ctrl-C at moments spread over a whole run, the last ones after it has
+    written everything: every run either exits 130 with nothing left, or
+    (signalled after it ended) exits 0 with its whole output."""
+    import signal
+    import time
+
+    start = time.monotonic()
+    proc = _apply_in_background(big_logits, tmp_path / "whole.npy")
+    assert proc.wait(timeout=300) == 0
+    whole = time.monotonic() - start
+    expected = np.load(tmp_path / "whole.npy", mmap_mode="r")
+    codes = []
+    for i, fraction in enumerate(np.linspace(0.05, 1.1, 12)):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        proc = _apply_in_background(big_logits, folder / "p.npy")
+        time.sleep(whole * fraction)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+        codes.append(proc.returncode)
+        if proc.returncode == 130:
+            assert list(folder.iterdir()) == [], fraction
+            assert err.strip() == "skts apply: interrupted", err
+        else:
+            assert proc.returncode == 0, err
+            got = np.load(folder / "p.npy", mmap_mode="r")
+            assert got.shape == expected.shape
+            assert np.array_equal(got[-1000:], expected[-1000:])
+            assert [p.name for p in folder.iterdir()] == ["p.npy"]
+    assert 130 in codes  # (the early signals did interrupt)
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("when", ["publishing", "after publishing"])
+def test_a_signal_while_publishing_takes_every_output_back(
+    files, tmp_path, monkeypatch, capsys, sig, code, when
+):
+    """The commit window: a signal that arrives while apply's two outputs
+    are being renamed into place, or while it prints its summary, leaves
+    neither output (nor a temporary), and the exit code says so."""
+    import signal
+
+    from skts.cli import _apply, _outputs, main
+
+    folder, _, _ = files
+    assert main(["fit", "--logits", str(folder / "val.npy"), "--labels",
+                 str(folder / "val_y.npy"), "--out",
+                 str(tmp_path / "c.json")]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    publish = _outputs._publish
+
+    def publish_then_signal(tmp, path, force):
+        publish(tmp, path, force)
+        if path.endswith("p.npy"):
+            os.kill(os.getpid(), getattr(signal, sig))
+
+    def print_then_signal(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, sig))
+        print(*args, **kwargs)
+
+    if when == "publishing":
+        monkeypatch.setattr(_outputs, "_publish", publish_then_signal)
+    else:
+        monkeypatch.setattr(_apply, "print", print_then_signal, raising=False)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    capsys.readouterr()
+    # Another thread alive (as OpenMP's and PyTorch's are): the kernel may
+    # hand it the signal, which a signal mask on the main thread would miss.
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    args = ["apply", "--logits", str(folder / "test.npy"), "--calibration",
+            str(tmp_path / "c.json"), "--out", str(out / "p.npy"),
+            "--labels-out", str(out / "y.npy")]
+    try:
+        assert main(args) == code
+    finally:
+        stop.set()
+    assert list(out.iterdir()) == []
+    assert capsys.readouterr().err.strip().endswith(
+        "interrupted" if sig == "SIGINT" else "terminated"
+    )
+    # The handlers are given back, and no signal is left pending.
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    assert not signal.sigpending()
+    monkeypatch.undo()
+    assert main(args) == 0  # and the next run, unsignalled, writes both
+    assert sorted(p.name for p in out.iterdir()) == ["p.npy", "y.npy"]
 
 
 def test_stale_temporaries_of_dead_runs_are_removed(files, tmp_path):
@@ -1023,6 +1119,7 @@ def test_shards_fit_report_apply_equal_the_single_file(shards, tmp_path):
     assert json.loads(r.stdout)["metrics"] == b["metrics"]
 
 
+@pytest.mark.slow
 def test_shard_errors_are_one_line_and_write_nothing(shards, tmp_path):
     folder, logits, y = shards
     out = tmp_path / "c.json"

@@ -341,6 +341,7 @@ def _peak_rss(args, cwd) -> int:
     return int(out.read_text()) * 1024
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
 def test_apply_and_report_stream_in_bounded_memory(tmp_path):
     # 1,000,000 x 100 float32 logits: 381 MiB. The process may hold the

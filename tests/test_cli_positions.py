@@ -129,6 +129,7 @@ def test_token_logits_in_safetensors_bfloat16(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_mistakes_are_one_line(files):
     tmp, _, y = files
     r = run(

@@ -326,6 +326,7 @@ def test_local_cluster_grid_matches_brute_force(client, tmp_path):
     assert got.temperature_ in exact_choices(z, y, grid)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_during_the_fit_changes_nothing(by_value, tmp_path):
     z, y = _problem(n=48_000, seed=11)
     paths = _write_shards(tmp_path, z, y, [6_000] * 8)
@@ -450,6 +451,7 @@ from hypothesis import strategies as st  # noqa: E402
     by=st.integers(-40, 40),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_fuzz_chunks_that_lie_give_an_error_never_a_crash_or_a_wrong_answer(
     n, k, chunk, liar, by, seed
 ):

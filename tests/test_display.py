@@ -58,11 +58,16 @@ def test_from_estimator_values_equal_reliability_curve(pyplot, fitted):
     full = curve.counts > 0
     heights = [p.get_height() for p in disp.bars_.patches]
     np.testing.assert_allclose(heights, curve.accuracy[full])
-    np.testing.assert_allclose(disp.line_.get_xdata(), curve.confidence[full])
+    assert disp.line_ is None  # (no unexplained dots at the bin means)
     np.testing.assert_allclose(
         [p.get_height() for p in disp.hist_.patches], curve.counts / curve.counts.sum()
     )
+    # The gap bars go from each bin's accuracy to its mean confidence.
     assert len(disp.gap_bars_.patches) == full.sum()
+    tops = sorted(
+        (p.get_x(), p.get_y() + p.get_height()) for p in disp.gap_bars_.patches
+    )
+    np.testing.assert_allclose([t for _, t in tops], curve.confidence[full])
     assert disp.ece == pytest.approx(
         expected_calibration_error(y_te, model.predict_proba(X_te), n_bins=10)
     )
@@ -225,6 +230,46 @@ def _inside(fig, artist) -> bool:
     )
 
 
+def test_the_gap_says_which_way_the_model_errs(pyplot):
+    from matplotlib.colors import to_hex
+
+    # Bin 0.8-1.0 overconfident (90% confident, half right), bin 0.2-0.4
+    # underconfident (30% confident, all right).
+    y = [1, 0, 1, 0, 1, 1, 1]
+    p = [0.9, 0.9, 0.9, 0.9, 0.3, 0.3, 0.3]
+    disp = ReliabilityDisplay.from_predictions(y, p, n_bins=5, pos_label=1)
+    by_x = {round(b.get_x(), 1): b for b in disp.gap_bars_.patches}
+    over, under = by_x[0.8], by_x[0.2]
+    assert over.get_height() > 0 and to_hex(over.get_edgecolor()) == to_hex("tab:red")
+    assert under.get_height() < 0 and to_hex(under.get_edgecolor()) == to_hex("navy")
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    assert "overconfident (confidence > accuracy)" in legend
+    assert "underconfident (confidence < accuracy)" in legend
+    assert not any(t == "gap" for t in legend)
+
+
+def test_a_second_display_is_a_line_by_default_with_one_entry_each(pyplot, fitted):
+    model, clf, _, _, X_te, y_te = fitted
+    before = ReliabilityDisplay.from_estimator(model, X_te, y_te, name="before")
+    after = ReliabilityDisplay.from_estimator(
+        clf, X_te, y_te, name="after", ax=before.ax_, hist_ax=before.hist_ax_
+    )
+    assert before.bars_ is not None and after.bars_ is None
+    assert after.line_ is not None and after.gap_bars_ is None
+    assert not after.hist_.patches[0].get_fill()  # outlines over the bars
+    legend = [t.get_text() for t in before.ax_.get_legend().get_texts()]
+    assert sum(t.startswith("before (ECE") for t in legend) == 1
+    assert sum(t.startswith("after (ECE") for t in legend) == 1
+    assert sum("confident (confidence" in t for t in legend) <= 2
+    names = [t.get_text() for t in before.hist_ax_.get_legend().get_texts()]
+    assert names == ["before", "after"]
+    # An explicit kind still wins.
+    again = ReliabilityDisplay.from_estimator(
+        clf, X_te, y_te, kind="bar", ax=before.ax_, hist_ax=before.hist_ax_
+    )
+    assert again.bars_ is not None
+
+
 def test_a_second_display_gets_its_own_colour_and_legend(pyplot, fitted):
     from matplotlib.colors import to_hex
 
@@ -242,7 +287,7 @@ def test_a_second_display_gets_its_own_colour_and_legend(pyplot, fitted):
     first = to_hex(before.bars_.patches[0].get_facecolor(), keep_alpha=False)
     second = to_hex(after.line_.get_color())
     assert first != second
-    assert to_hex(after.hist_.patches[0].get_facecolor(), keep_alpha=False) == second
+    assert to_hex(after.hist_.patches[0].get_edgecolor(), keep_alpha=False) == second
     names = [t.get_text() for t in before.hist_ax_.get_legend().get_texts()]
     assert names == ["before", "after"]
 
@@ -468,3 +513,23 @@ def test_binned_band_is_the_wilson_interval(pyplot, fitted):
     assert "95% interval (Wilson)" in legend
     plain = ReliabilityDisplay.from_predictions(y_te, proba, n_bins=8)
     assert plain.band_ is None  # (off by default on binned diagrams)
+
+
+def test_curve_from_logits_marks_the_rules_choice_and_the_grid_edge(pyplot):
+    from skts import BoundaryTemperatureWarning, TemperatureScaler
+    from skts.datasets import load_digits_logits
+
+    data = load_digits_logits()
+    z, y = data.val_logits, data.val_labels
+    disp = TemperatureCurveDisplay.from_logits(z, y)
+    chosen = TemperatureScaler().fit(z, y).temperature_
+    assert disp.marker_.get_xdata()[0] == chosen
+    assert disp.marker_.get_label() == f"chosen T = {chosen:.4g}"
+    # On a grid that stops short of it, the edge is chosen, warned and marked.
+    with pytest.warns(BoundaryTemperatureWarning):
+        edge = TemperatureCurveDisplay.from_logits(z, y, temperatures=[0.5, 1.0])
+    assert edge.marker_.get_xdata()[0] == 1.0
+    assert edge.marker_.get_label().endswith("(edge of the grid)")
+    assert any(
+        list(line.get_xdata()) == [1.0, 1.0] for line in edge.ax_.get_lines()
+    )  # the dotted vertical line at the edge

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from _data import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_sphinx_build_has_no_warnings(tmp_path):
     # Built from a copy: the example gallery writes its pages beside the
     # sources, and nothing a test writes may land in the repository.
+    before = _tree(ROOT / "docs")
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=_BUILT)
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     result = subprocess.run(
@@ -51,7 +54,7 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     example = (tmp_path / "html" / "auto_examples" / "plot_groups.html").read_text()
     assert "bold (n=" in example and "95% interval" in example
     assert list((tmp_path / "html" / "_images").glob("sphx_glr_plot_groups_*.png"))
-    assert not (ROOT / "docs" / "auto_examples").exists()
+    assert _tree(ROOT / "docs") == before  # (a build of its own may be there)
     gallery = tmp_path / "html" / "auto_examples"
     expected = {
         "plot_cost_sensitive": "calibrated, 0.091",
@@ -85,6 +88,38 @@ def test_sphinx_build_has_no_warnings(tmp_path):
 
 
 _BUILT = shutil.ignore_patterns("_build", "auto_examples", "sg_execution_times.rst")
+
+
+def _tree(folder):
+    return {
+        (str(p.relative_to(folder)), p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_a_built_docs_tree_is_not_collected(tmp_path):
+    """The README's docs build leaves docs/_build and docs/auto_examples in
+    the tree (issue 28: the suite then failed); their files are outputs, not
+    tests, so a test run beside a built site collects the same tests."""
+    for name in ("pyproject.toml", "conftest.py"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("```python\n>>> 1 + 1\n2\n```\n")
+    for built in ("docs/auto_examples", "docs/_build/html/_sources"):
+        (tmp_path / built).mkdir(parents=True)
+        (tmp_path / built / "plot_x.py").write_text("raise SystemExit('ran')\n")
+        (tmp_path / built / "page.md").write_text("```python\n>>> 1\n2\n```\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "docs"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    collected = [line for line in result.stdout.splitlines() if "::" in line]
+    assert collected == ["docs/page.md::page.md"], result.stdout
 
 
 def test_every_public_function_and_method_has_an_example():
@@ -129,3 +164,18 @@ def test_the_pages_use_public_names_only():
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "from skts._" not in text and "import skts._" not in text, page.name
+
+
+def test_the_slow_tests_are_left_out_and_ci_runs_them():
+    tomllib = pytest.importorskip("tomllib")
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    assert "-m 'not slow'" in config["ini_options"]["addopts"]
+    assert any(m.startswith("slow:") for m in config["ini_options"]["markers"])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`python -m pytest -m slow` runs them" in readme
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "python -m pytest -m slow" in ci
+    # (the README's command, then the slow ones)
+    command = next(line for line in readme.splitlines() if "[test]" in line)
+    assert ci.index(command) < ci.index("python -m pytest -m slow")

@@ -18,6 +18,7 @@ LAYERS = [
     "skts._ladder",
     "skts.metrics",
     "skts.torch",
+    "skts.datasets",
     "skts._classifier",
     "skts._responses",
     "skts._linear",

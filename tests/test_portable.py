@@ -275,6 +275,7 @@ def binaries(cases, tmp_path_factory):
         return dict(pool.map(build, order))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", list(BUILDS))
 def test_every_build_gives_the_extensions_bits(build, cases, binaries):
     path, expected = cases

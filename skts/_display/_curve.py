@@ -54,9 +54,9 @@ class TemperatureCurveDisplay:
     >>> from skts import TemperatureCurveDisplay
     >>> logits = np.log([[9.0, 1.0]] * 4)
     >>> y = [0, 0, 0, 1]
-    >>> disp = TemperatureCurveDisplay.from_logits(logits, y, temperature=2.0)
-    >>> disp.ax_.get_xscale()
-    'log'
+    >>> disp = TemperatureCurveDisplay.from_logits(logits, y)
+    >>> disp.ax_.get_xscale(), disp.marker_.get_label()
+    ('log', 'chosen T = 1.995')
     """
 
     def __init__(self, *, temperatures, losses, temperature=None, estimator_name=None):
@@ -166,7 +166,11 @@ class TemperatureCurveDisplay:
         temperatures : array-like of shape (n_candidates,), default=None
             Candidates; default the 1001-point grid of skts.
         temperature : float, default=None
-            Temperature to mark.
+            Temperature to mark; default the one skts's rule chooses from
+            these logits and candidates (as :class:`~skts.TemperatureScaler`
+            fitted on them would, with its
+            :class:`~skts.BoundaryTemperatureWarning` when that is an end of
+            the grid, which the plot then marks).
         name : str, default=None
             Legend name.
         ax : matplotlib Axes, default=None
@@ -197,7 +201,20 @@ class TemperatureCurveDisplay:
         ... )
         >>> disp.losses.round(4)
         array([1.1109, 0.6547, 0.5623, 0.5931])
+        >>> chosen = TemperatureCurveDisplay.from_logits(logits, [0, 0, 0, 1])
+        >>> chosen.marker_.get_label()
+        'chosen T = 1.995'
         """
+        if temperature is None:  # the rule's choice on these logits
+            temperature = (
+                TemperatureScaler(
+                    temperatures=temperatures,
+                    class_axis=class_axis,
+                    ignore_index=ignore_index,
+                )
+                .fit(logits, y)
+                .temperature_
+            )
 
         logits, y, _, _ = check_layout(
             logits, y, class_axis=class_axis, ignore_index=ignore_index

@@ -15,18 +15,27 @@ from skts._display._common import (
 from skts._validation import flat_positions
 from skts.metrics import reliability_curve, smooth_reliability_curve
 
+# The gap's two directions, as the legend names them.
+_OVER = "overconfident (confidence > accuracy)"
+_UNDER = "underconfident (confidence < accuracy)"
+
 
 class ReliabilityDisplay:
     """Reliability diagram: accuracy per confidence bin against the diagonal.
 
     Build it with :meth:`from_estimator` or :meth:`from_predictions`; call
     :meth:`plot` to draw it again elsewhere. The top panel shows the accuracy
-    of each bin as a bar, the gap to the diagonal as a hatched bar and the ECE
-    in the legend; the bottom panel shows the share of samples per bin, which
-    the bars alone hide. With ``kind="smooth"`` the top panel is instead the
-    kernel-smoothed accuracy (no bins; Błasiok & Nakkiran's smooth
-    reliability diagram) with a bootstrap band, the legend gives the smooth
-    ECE, and the bottom panel the density of the predictions.
+    of each bin as a bar, the gap from it to the bin's mean confidence as a
+    hatched bar (red where the model is overconfident, the mean confidence
+    above the accuracy; navy where it is underconfident) and the ECE in the
+    legend; the bottom panel shows the share of samples per bin, which the
+    bars alone hide. A second display drawn on the same axes is a line
+    through its bins' (mean confidence, accuracy) points, with its share of
+    samples as outlined bars, so both stay readable. With ``kind="smooth"``
+    the top panel is instead the kernel-smoothed accuracy (no bins; Błasiok
+    & Nakkiran's smooth reliability diagram) with a bootstrap band, the
+    legend gives the smooth ECE, and the bottom panel the density of the
+    predictions.
 
     Parameters
     ----------
@@ -68,16 +77,18 @@ class ReliabilityDisplay:
         Axes of the histogram panel.
     figure_ : matplotlib Figure
         Figure holding the axes.
-    bars_ : matplotlib BarContainer
-        Accuracy bars.
+    bars_ : matplotlib BarContainer or None
+        Accuracy bars (``kind="bar"``).
     gap_bars_ : matplotlib BarContainer or None
-        Bars from accuracy to mean confidence.
-    line_ : matplotlib Line2D
-        Mean confidence against accuracy (markers at bin means).
+        Bars from accuracy to mean confidence, overconfident bins' and
+        underconfident bins'.
+    line_ : matplotlib Line2D or None
+        Accuracy against mean confidence, one point per bin (``kind="line"``),
+        or the smooth curve.
     hist_ : matplotlib BarContainer, LineCollection, PolyCollection or None
-        Share of samples per bin (bars); for equal-mass bins, whose shares
-        are equal by construction, their edges (lines); for a smooth diagram,
-        the density (a filled curve).
+        Share of samples per bin (bars; outlined for ``kind="line"``); for
+        equal-mass bins, whose shares are equal by construction, their edges
+        (lines); for a smooth diagram, the density (a filled curve).
     band_ : matplotlib artist or None
         The band: error bars (binned) or a filled region (smooth).
 
@@ -155,13 +166,15 @@ class ReliabilityDisplay:
         kind : {"bar", "line", "smooth"}, default=None
             Accuracy as bars over the bins, or as a line through the bin means
             (easier to read when several displays share one axes); default
-            ``"bar"``. A smooth diagram (``edges is None``) is drawn only as
+            ``"bar"`` on empty axes and ``"line"`` on axes that already hold
+            a diagram. A smooth diagram (``edges is None``) is drawn only as
             ``"smooth"``, its default.
         show_gap : bool, default=None
-            Draw hatched bars from accuracy to mean confidence; default: with
-            ``kind="bar"``. A hatched bar above the accuracy means the bin's
-            predictions were more confident than right (overconfident); below
-            it, less (underconfident).
+            Draw hatched bars from the accuracy to the mean confidence;
+            default: with ``kind="bar"``. Red, above the accuracy: the bin's
+            predictions were more confident than right (overconfident); navy,
+            below it: less (underconfident). Each direction has its legend
+            entry.
         show_band : bool, default=None
             Draw the band (``lower``, ``upper``) when there is one: error bars
             on the bins, a shaded region around a smooth curve; default: for
@@ -192,7 +205,9 @@ class ReliabilityDisplay:
         plt = _pyplot("ReliabilityDisplay")
         smooth = self.edges is None
         if kind is None:
-            kind = "smooth" if smooth else "bar"
+            # A second diagram on the same axes: a line over the first's bars.
+            second = ax is not None and _has_label(ax, "Perfectly calibrated")
+            kind = "smooth" if smooth else ("line" if second else "bar")
         if smooth and kind != "smooth":
             raise ValueError(
                 f"a smooth diagram (edges=None) is drawn with kind='smooth'; got "
@@ -241,7 +256,7 @@ class ReliabilityDisplay:
             if smooth:
                 self._plot_density(hist_ax, name, color, low, xlabel)
             else:
-                self._plot_histogram(hist_ax, name, color, low, xlabel)
+                self._plot_histogram(hist_ax, name, color, low, xlabel, kind)
         else:
             ax.set_xlabel(xlabel)
         self.ax_ = ax
@@ -256,8 +271,10 @@ class ReliabilityDisplay:
         full = self.counts > 0
         widths = np.diff(self.edges)
         lefts = self.edges[:-1]
-        self.bars_ = None
+        self.bars_ = self.line_ = None
         if kind == "bar":
+            # (no marker at the bin means: the gap bar's far end is the
+            # bin's mean confidence)
             bar_kwargs = {"alpha": 0.7, "edgecolor": "black", "label": label}
             bar_kwargs.update(kwargs)
             self.bars_ = ax.bar(
@@ -268,13 +285,6 @@ class ReliabilityDisplay:
                 color=color,
                 **bar_kwargs,
             )
-            (self.line_,) = ax.plot(
-                self.confidence[full],
-                self.accuracy[full],
-                "o",
-                color=color,
-                markersize=3,
-            )
         else:
             line_kwargs = {"marker": "o", "label": label}
             line_kwargs.update(kwargs)
@@ -283,18 +293,30 @@ class ReliabilityDisplay:
             )
         self.gap_bars_ = None
         if show_gap if show_gap is not None else kind == "bar":
-            self.gap_bars_ = ax.bar(
-                lefts[full],
-                self.confidence[full] - self.accuracy[full],
-                bottom=self.accuracy[full],
-                width=widths[full],
-                align="edge",
-                fill=False,
-                hatch="//",
-                edgecolor="tab:red",
-                linewidth=0.5,
-                label="gap" if not _has_label(ax, "gap") else None,
-            )
+            from matplotlib.container import BarContainer
+
+            gap = self.confidence - self.accuracy
+            patches = []
+            for over, hatch, edge, text in (
+                (True, "//", "tab:red", _OVER),
+                (False, "\\\\", "navy", _UNDER),
+            ):
+                side = full & ((gap > 0) if over else (gap <= 0))
+                if not side.any():
+                    continue
+                patches += ax.bar(
+                    lefts[side],
+                    gap[side],
+                    bottom=self.accuracy[side],
+                    width=widths[side],
+                    align="edge",
+                    fill=False,
+                    hatch=hatch,
+                    edgecolor=edge,
+                    linewidth=0.5,
+                    label=None if _has_label(ax, text) else text,
+                ).patches
+            self.gap_bars_ = BarContainer(patches)
         return self._axis_low(), self._xlabel()
 
     def _axis_low(self) -> float:
@@ -389,7 +411,7 @@ class ReliabilityDisplay:
         if len([n for n in names if n]) > 1:
             hist_ax.legend(fontsize="small", loc="upper left")
 
-    def _plot_histogram(self, hist_ax, name, color, low, xlabel):
+    def _plot_histogram(self, hist_ax, name, color, low, xlabel, kind="bar"):
         """How many predictions each bin holds, on ``hist_ax`` (a diagram
         alone hides it): the share per bin, or, for equal-mass bins, their
         edges."""
@@ -417,6 +439,18 @@ class ReliabilityDisplay:
                 fontsize="small",
                 loc="left",
             )
+        elif kind == "line":  # outlines: readable over another display's bars
+            self.hist_ = hist_ax.bar(
+                lefts,
+                share,
+                width=widths,
+                align="edge",
+                fill=False,
+                edgecolor=color,
+                linewidth=1.5,
+                label=name,
+            )
+            hist_label = "Share of samples"
         else:
             self.hist_ = hist_ax.bar(
                 lefts,

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from skts import __version__
-from skts.cli import _apply, _demo, _fit, _ladder, _report
+from skts.cli import _apply, _demo, _fit, _ladder, _report, _signals
 from skts.cli._common import (
     EXIT_USAGE,
     CLIError,
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _build_parser()
     command = "skts"
-    previous = _catch_sigterm()
+    previous = _signals.catch()
     try:
         args = parser.parse_args(argv)
         command = f"skts {args.command}"
@@ -78,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--bootstrap must be between 0 and {MAX_BOOTSTRAP:,}; got "
                 f"{args.bootstrap:,}"
             )
-        return int(args.func(args))
+        code = int(args.func(args))
+        _signals.settle()  # a signal held since publishing: nothing stays
+        return code
     except CLIError as exc:
         print(f"{command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -98,26 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return 130
-    except _Terminated:
+    except _signals.Terminated:
         print(f"{command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised as an exception so that outputs are cleaned up."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated
-
-
-def _catch_sigterm():
-    """Turn SIGTERM into an exception (like SIGINT's KeyboardInterrupt) so the
-    ``finally`` blocks remove temporary files; returns the previous handler."""
-    try:
-        return signal.signal(signal.SIGTERM, _raise_terminated)
-    except ValueError:  # not the main thread: leave signals alone
-        return None
+        _signals.release(previous)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from skts._numerics import rows_per_block
+from skts.cli import _signals
 from skts.cli._common import STDOUT, CLIError
 from skts.cli._progress import _NoBar
 
@@ -122,31 +123,40 @@ def _publish(tmp: str, path: str, force: bool) -> None:
 @contextlib.contextmanager
 def _atomic_outputs(paths: Sequence[str], force: bool = False) -> Iterator[list[str]]:
     """Temporary files beside ``paths``, moved over them only if all succeed;
-    on any failure or signal, no output and no temporary file is left."""
+    on any failure or signal, no output and no temporary file is left.
+
+    The temporaries are created and removed with SIGINT and SIGTERM held
+    back, and publishing them is the command's commit: from then on the
+    signals are held until the command ends (``skts.cli._signals``), which
+    takes the outputs back if one arrived."""
     temps: list[str] = []
     published: list[str] = []
     try:
         for path in paths:
             folder = os.path.dirname(os.path.abspath(path))
             _remove_stale_temporaries(folder)
-            fd, tmp = tempfile.mkstemp(
-                prefix=_temp_prefix(), suffix=Path(path).suffix, dir=folder
-            )
-            os.close(fd)
-            temps.append(tmp)
+            with _signals.deferred():
+                fd, tmp = tempfile.mkstemp(
+                    prefix=_temp_prefix(), suffix=Path(path).suffix, dir=folder
+                )
+                os.close(fd)
+                temps.append(tmp)
         yield temps
+        _signals.hold()
         for tmp, path in zip(temps, paths, strict=True):
             _publish(tmp, path, force)
             published.append(path)
+            _signals.published(path)
         temps = []
     finally:
-        for tmp in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if temps:  # failed part-way: take back what this run had published
-            for path in published:
+        with _signals.deferred():
+            for tmp in temps:
                 with contextlib.suppress(OSError):
-                    os.unlink(path)
+                    os.unlink(tmp)
+            if temps:  # failed part-way: take back what this run had published
+                for path in published:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
 
 
 def _write_rows(
