@@ -23,7 +23,8 @@ class TemperatureScaledModule(nn.Module):
     Parameters
     ----------
     model : torch.nn.Module
-        The model to calibrate (returned as is by :attr:`model`).
+        The model to calibrate, a :class:`torch.nn.Module` (returned as is
+        by :attr:`model`).
 
     temperature : float or tensor
         The temperature ``T > 0``.

@@ -258,8 +258,9 @@ def test_a_second_display_is_a_line_by_default_with_one_entry_each(pyplot, fitte
     assert after.line_ is not None and after.gap_bars_ is None
     assert not after.hist_.patches[0].get_fill()  # outlines over the bars
     legend = [t.get_text() for t in before.ax_.get_legend().get_texts()]
-    assert sum(t.startswith("before (ECE") for t in legend) == 1
-    assert sum(t.startswith("after (ECE") for t in legend) == 1
+    # One entry each, in the order drawn, before the diagonal and the gaps.
+    assert legend[0].startswith("before (ECE") and legend[1].startswith("after (ECE")
+    assert sum(t.startswith(("before", "after")) for t in legend) == 2
     assert sum("confident (confidence" in t for t in legend) <= 2
     names = [t.get_text() for t in before.hist_ax_.get_legend().get_texts()]
     assert names == ["before", "after"]

@@ -4,10 +4,13 @@ Every code block of docs/*.md and README.md also runs as a doctest (see
 ``[tool.pytest.ini_options]`` in pyproject.toml).
 """
 
+import functools
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,6 +88,180 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert "_static/skts.css" in guide
     css = (tmp_path / "html" / "_static" / "skts.css").read_text()
     assert "white-space: pre-wrap" in css
+    _check_reference_pages(tmp_path / "html")
+    _check_mathjax_is_served_with_the_pages(tmp_path / "html")
+    _check_home_page(tmp_path / "html")
+    _check_in_a_browser(tmp_path / "html")
+
+
+def _public_names():
+    import skts
+    import skts.datasets
+    import skts.metrics
+
+    names = [f"skts.{n}" for n in skts.__all__ if n not in ("__version__", "metrics")]
+    names += [f"skts.metrics.{n}" for n in skts.metrics.__all__]
+    names += [f"skts.datasets.{n}" for n in skts.datasets.__all__]
+    names += ["skts.torch.calibrate", "skts.torch.TemperatureScaledModule"]
+    return [*names, "skts.cli.main"]
+
+
+def _check_reference_pages(html):
+    """scikit-learn's shape: one page per public object, "Examples using X"
+    (sphinx-gallery's backreferences), links into the ecosystem's docs."""
+    generated = html / "generated"
+    for name in _public_names():
+        assert (generated / f"{name}.html").exists(), name
+    page = (generated / "skts.TemperatureScaler.html").read_text()
+    assert "Examples using" in page
+    assert 'href="../auto_examples/plot_cifar_logits.html"' in page
+    assert "Examples using" in (generated / "skts.ReliabilityDisplay.html").read_text()
+    # The API index lists the objects, each linking to its page.
+    api = (html / "api.html").read_text()
+    assert 'href="generated/skts.TemperatureScaledClassifier.html' in api
+    # intersphinx: links into scikit-learn, NumPy, SciPy, matplotlib, PyTorch
+    # and Dask (from their inventories, or ours when offline).
+    pages = "".join(p.read_text() for p in html.rglob("*.html"))
+    for url in (
+        "https://scikit-learn.org/stable/modules/generated/sklearn.utils.Bunch.html",
+        "https://numpy.org/doc/stable/reference/generated/numpy.save.html",
+        "https://docs.scipy.org/doc/scipy/reference/generated/scipy.special.",
+        "https://matplotlib.org/stable/api/_as_gen/matplotlib.axes.Axes.html",
+        "https://docs.pytorch.org/docs/stable/generated/torch.nn.Module.html",
+        "https://docs.dask.org/en/stable/generated/dask.array.Array.html",
+    ):
+        assert f'href="{url}' in pages, url
+
+
+def _check_mathjax_is_served_with_the_pages(html):
+    assert (html / "_static" / "mathjax" / "tex-svg.js").stat().st_size > 1e6
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        for cdn in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "unpkg.com"):
+            assert cdn not in text, (page.name, cdn)
+    assert 'src="_static/mathjax/tex-svg.js"' in (html / "user_guide.html").read_text()
+
+
+def _check_home_page(html):
+    index = (html / "index.html").read_text()
+    assert "pip install skts" in index
+    assert '<img alt="A DenseNet-40' in index
+    for thing in ("Fits one temperature", "Measures calibration", "Scales",
+                  "Goes beyond one temperature"):
+        assert thing in index, thing
+
+
+# Pages looked at in a real browser (headless Chromium), 1280 px wide.
+_BROWSED = [
+    "index.html",
+    "quickstart.html",
+    "user_guide.html",
+    "metrics.html",
+    "performance.html",
+    "developers.html",
+    "data.html",
+    "api.html",
+    "generated/skts.TemperatureScaledClassifier.html",
+    "generated/skts.ReliabilityDisplay.html",
+    "auto_examples/plot_groups.html",
+]
+# Text nodes outside code and rendered math that still read like $...$.
+_RAW_MATH = r"""() => {
+  const root = document.querySelector('article') || document.body;
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const raw = []; let node;
+  while ((node = walk.nextNode())) {
+    if (node.parentElement.closest('pre, code, script, style, mjx-container'))
+      continue;
+    const text = node.textContent;
+    if (/\$[^$\s][^$]*\$/.test(text) || /\\(frac|begin|mathrm)/.test(text))
+      raw.push(text.slice(0, 80));
+  }
+  return raw;
+}"""
+# Elements of the page that reach past the window, unless inside a box that
+# scrolls (wide tables do, by design).
+_CLIPPED = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll('article *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.right <= window.innerWidth + 1) continue;
+    let p = el.parentElement, scrolls = false;
+    while (p) {
+      const o = getComputedStyle(p).overflowX;
+      if (o === 'auto' || o === 'scroll') { scrolls = true; break; }
+      p = p.parentElement;
+    }
+    if (!scrolls) out.push(el.tagName + ' ' + (el.textContent || '').slice(0, 40));
+  }
+  return out;
+}"""
+
+
+def _browser():
+    """Headless Chromium through Playwright (Debian's chromium, no download)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    missing = (
+        "Playwright (pip install playwright)" if sync_playwright is None
+        else None if chromium else "Chromium (apt install chromium)"
+    )
+    if missing:
+        if os.environ.get("SKTS_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail(f"{missing} is needed to look at the built pages")
+        pytest.skip(f"{missing} is not installed: the pages are not looked at")
+    return sync_playwright, chromium
+
+
+def _check_in_a_browser(html):
+    sync_playwright, chromium = _browser()
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=chromium,
+                args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                      "--disable-background-networking", "--disable-sync",
+                      "--disable-component-update"],
+            )
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            typeset = {}
+            for name in _BROWSED:
+                page.goto(f"{base}/{name}")
+                page.wait_for_load_state("networkidle")
+                page.evaluate(
+                    "() => window.MathJax && MathJax.startup ? "
+                    "MathJax.startup.promise : null"
+                )
+                width = page.evaluate("() => document.documentElement.scrollWidth")
+                assert width <= 1280, (name, width)
+                assert page.evaluate(_CLIPPED) == [], name
+                assert page.evaluate(_RAW_MATH) == [], name
+                typeset[name] = page.evaluate(
+                    "() => document.querySelectorAll('mjx-container').length"
+                )
+                broken = page.evaluate(
+                    "() => [...document.images].filter(i => i.complete && "
+                    "i.naturalWidth === 0).map(i => i.src)"
+                )
+                assert broken == [], (name, broken)
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # MathJax ran: the formulas are typeset, not left as text.
+    assert typeset["user_guide.html"] > 3 and typeset["metrics.html"] > 3
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
 
 
 _BUILT = shutil.ignore_patterns("_build", "auto_examples", "sg_execution_times.rst")

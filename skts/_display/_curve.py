@@ -38,9 +38,9 @@ class TemperatureCurveDisplay:
     Attributes
     ----------
     ax_ : matplotlib Axes
-        Axes of the plot.
+        Axes of the plot (:class:`matplotlib.axes.Axes`).
     figure_ : matplotlib Figure
-        Figure holding the axes.
+        Figure holding the axes (:class:`matplotlib.figure.Figure`).
     line_ : matplotlib Line2D
         The loss curve.
     marker_ : matplotlib Line2D or None

@@ -72,11 +72,11 @@ class ReliabilityDisplay:
     Attributes
     ----------
     ax_ : matplotlib Axes
-        Axes of the diagram.
+        Axes of the diagram (:class:`matplotlib.axes.Axes`).
     hist_ax_ : matplotlib Axes or None
         Axes of the histogram panel.
     figure_ : matplotlib Figure
-        Figure holding the axes.
+        Figure holding the axes (:class:`matplotlib.figure.Figure`).
     bars_ : matplotlib BarContainer or None
         Accuracy bars (``kind="bar"``).
     gap_bars_ : matplotlib BarContainer or None
@@ -199,7 +199,7 @@ class ReliabilityDisplay:
         ...     counts=curve.counts, edges=curve.edges, ece=curve.calibration_error(),
         ... )
         >>> disp = disp.plot(name="my model")
-        >>> disp.ax_.get_legend().get_texts()[1].get_text()
+        >>> disp.ax_.get_legend().get_texts()[0].get_text()
         'my model (ECE = 0.2750)'
         """
         plt = _pyplot("ReliabilityDisplay")
@@ -250,7 +250,7 @@ class ReliabilityDisplay:
             low, xlabel = self._plot_diagram(ax, label, color, kind, show_gap, kwargs)
             if show_band:
                 self._plot_error_bars(ax, color, kind)
-        self._finish_axes(ax, low)
+        self._finish_axes(ax, low, label)
         self.hist_ = None
         if hist_ax is not None:
             if smooth:
@@ -331,7 +331,7 @@ class ReliabilityDisplay:
         shown = self.class_ if self.class_label is None else self.class_label
         return f"p(class {shown})"
 
-    def _finish_axes(self, ax, low) -> None:
+    def _finish_axes(self, ax, low, label) -> None:
         """The diagonal, the limits, the y label and the legend."""
         if not _has_label(ax, "Perfectly calibrated"):
             ax.plot(
@@ -343,8 +343,19 @@ class ReliabilityDisplay:
             shown = self.class_ if self.class_label is None else self.class_label
             ylabel = f"Frequency of class {shown}"
         ax.set(xlim=(low, 1), ylim=(0, 1), ylabel=ylabel)
+        # One entry per display, in the order they were drawn (matplotlib
+        # would list lines before bars), then the diagonal, gaps and bands.
+        drawn = ax.__dict__.setdefault("_skts_legend_order", [])
+        drawn.append(label)
+        handles, labels = ax.get_legend_handles_labels()
+        rank = {name: i for i, name in enumerate(drawn)}
+        order = sorted(
+            range(len(labels)), key=lambda i: (rank.get(labels[i], len(rank)), i)
+        )
         # The legend goes above the diagram, never over the data.
         ax.legend(
+            [handles[i] for i in order],
+            [labels[i] for i in order],
             loc="lower left",
             bbox_to_anchor=(0.0, 1.02, 1.0, 0.2),
             mode="expand",
@@ -570,10 +581,12 @@ class ReliabilityDisplay:
         ...     y, [0.75] * 20, groups=["a"] * 10 + ["b"] * 10
         ... )
         >>> texts = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+        >>> texts[0]
+        'all (n=20) (ECE = 0.0000)'
         >>> texts[1:3]
         ['a (n=10) (ECE = 0.1500)', 'b (n=10) (ECE = 0.1500)']
         >>> texts[3], sorted(disp.group_displays_)
-        ('all (n=20) (ECE = 0.0000)', ['a', 'b'])
+        ('Perfectly calibrated', ['a', 'b'])
         """
         kind = kwargs.get("kind")
         plot_kw = {
