@@ -36,6 +36,13 @@ sphinx_gallery_conf = {
     "doc_module": ("skts",),
     "reference_url": {"skts": None},
 }
+# Without PyTorch (an optional extra), skts.torch's pages are built from its
+# docstrings with torch mocked, and the PyTorch example is left out.
+try:
+    import torch  # noqa: F401
+except ImportError:
+    autodoc_mock_imports = ["torch"]
+    sphinx_gallery_conf["ignore_pattern"] = r"plot_torch\.py"
 exclude_patterns = ["_build", "images/*.md"]
 numpydoc_show_class_members = False
 # Types are in the numpydoc "Parameters" sections, in words; the signatures
