@@ -119,7 +119,7 @@ def main(argv=None) -> None:
                     fits[level, shape].append(fit)
         print(f"load average after: {os.getloadavg()}")
         print(f"{'shape':>12} " + " ".join(
-            f"{'-O%d fit ms (min)' % lv:>20} {'ratio med (min)':>16}" for lv in levels
+            f"{f'-O{lv} fit ms (min)':>20} {'ratio med (min)':>16}" for lv in levels
         ))
         for n, k in SHAPES:
             shape = f"{n}x{k}"

@@ -1,8 +1,6 @@
 """``python -m skts``: the command line."""
 
-import sys
-
-from skts.cli import main
+from skts.cli._entrypoint import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

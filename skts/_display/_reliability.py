@@ -450,28 +450,15 @@ class ReliabilityDisplay:
                 fontsize="small",
                 loc="left",
             )
-        elif kind == "line":  # outlines: readable over another display's bars
-            self.hist_ = hist_ax.bar(
-                lefts,
-                share,
-                width=widths,
-                align="edge",
-                fill=False,
-                edgecolor=color,
-                linewidth=1.5,
-                label=name,
-            )
-            hist_label = "Share of samples"
         else:
+            # (kind="line": outlines, readable over another display's bars)
+            style = (
+                {"fill": False, "edgecolor": color, "linewidth": 1.5}
+                if kind == "line"
+                else {"alpha": 0.5, "color": color, "edgecolor": "black"}
+            )
             self.hist_ = hist_ax.bar(
-                lefts,
-                share,
-                width=widths,
-                align="edge",
-                alpha=0.5,
-                color=color,
-                edgecolor="black",
-                label=name,
+                lefts, share, width=widths, align="edge", label=name, **style
             )
             hist_label = "Share of samples"
         hist_ax.set(ylabel=hist_label, xlabel=xlabel, xlim=(low, 1))

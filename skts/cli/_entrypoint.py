@@ -105,3 +105,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGTERM
     finally:
         _signals.release(previous)
+
+
+def run() -> None:
+    """The ``skts`` program (and ``python -m skts``): :func:`main`, then exit
+    with its code.
+
+    After an interrupt, exit at once with 130 (or 143), the streams flushed:
+    CPython (3.11) ends a process by SIGINT at exit when a KeyboardInterrupt
+    once passed through an ``exec`` of a string (scipy's imports make one),
+    even though ``main`` caught it and cleaned up."""
+    code = main()
+    if code in (130, 128 + signal.SIGTERM):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
