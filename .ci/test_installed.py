@@ -34,7 +34,7 @@ def main(argv):
             "_build", "auto_examples", "__pycache__", ".mesonpy-*"
         )
         tree.mkdir()
-        for name in ("tests", "docs", "examples", "benchmarks", ".ci"):
+        for name in ("tests", "docs", "examples", "benchmarks", "scripts", ".ci"):
             if (source / name).is_dir():
                 shutil.copytree(source / name, tree / name, ignore=ignore)
         for name in ("README.md", "conftest.py", "pyproject.toml"):
