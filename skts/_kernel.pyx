@@ -3,16 +3,28 @@
 
 Each function reads C-contiguous float32 or float64 logits once, block by
 block (the blocks of ``skts._numerics._blocks``: their size depends on
-the shape only), with OpenMP threads over blocks. Every block writes its own row
-of the result; the caller adds the rows in block order, so the answer does
-not depend on the number of threads. Scratch memory is a few pages per
-thread, allocated for the call and freed before it returns.
+the shape only). Every block writes its own row of the result; the caller
+adds the rows in block order, so the answer does not depend on the number of
+threads. Scratch memory is a few pages per thread, allocated by the thread
+and freed when it stops.
+
+Threads (``_Pass``): the calling thread works through the blocks itself and
+helpers from a pool of Python threads join it, each taking the next block
+not yet taken (an atomic counter). A pass ends when every block is done:
+it waits for blocks that helpers have begun, never for a helper that has not
+started (on a busy machine the scheduler may start it late; it then finds
+nothing left and stops). OpenMP's parallel loop instead ends at a barrier
+that every thread of the team must reach, started or not.
 """
 
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -70,6 +82,32 @@ cdef extern from *:
     """
     int skts_omp_max_threads() nogil
     int skts_openmp() nogil
+
+cdef extern from *:
+    """
+    /* The next block to take, and blocks done: atomic counters (GCC, Clang;
+       MSVC's interlocked functions). Taking is relaxed (any order); done
+       is acquire-release, so the thread that finishes the last block sees
+       every other block's writes. */
+    #if defined(_MSC_VER) && !defined(__clang__)
+    #include <intrin.h>
+    static Py_ssize_t skts_take(Py_ssize_t *c) {
+        return (Py_ssize_t)_InterlockedExchangeAdd64((volatile __int64 *)c, 1);
+    }
+    static Py_ssize_t skts_finish(Py_ssize_t *c) {
+        return (Py_ssize_t)_InterlockedExchangeAdd64((volatile __int64 *)c, 1) + 1;
+    }
+    #else
+    static Py_ssize_t skts_take(Py_ssize_t *c) {
+        return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    }
+    static Py_ssize_t skts_finish(Py_ssize_t *c) {
+        return __atomic_add_fetch(c, 1, __ATOMIC_ACQ_REL);
+    }
+    #endif
+    """
+    Py_ssize_t skts_take(Py_ssize_t *c) nogil
+    Py_ssize_t skts_finish(Py_ssize_t *c) nogil
 
 # The modes of skts_block (_kernel.h); each has its entry point below.
 cdef int NLL = 0, SLOPES = 1, DERIV = 2, WINDOW = 3
@@ -172,6 +210,140 @@ cdef inline bint _labels_in_range(
     return not outside
 
 
+cdef int _SUMS = 0, _SOFTMAX = 1
+
+
+cdef class _Pass:
+    """One read of the logits, shared by the threads that do its blocks.
+
+    Helpers hold a reference, so everything a late helper touches (the
+    counters, and through ``keep`` the arrays) lives as long as it does.
+    """
+
+    cdef int kind
+    cdef Py_ssize_t n, k, step, n_blocks
+    cdef Py_ssize_t next_block, done
+    cdef size_t scratch_bytes
+    cdef int bad, no_memory
+    cdef const void *z
+    # (_SUMS)
+    cdef skts_args base
+    cdef Py_ssize_t width
+    cdef const int64_t *y
+    cdef const double *w
+    cdef double *out
+    cdef unsigned char *found
+    # (_SOFTMAX)
+    cdef int z_f32, out_f32, log_out
+    cdef size_t isz, osz
+    cdef void *o
+    cdef double beta
+    cdef object keep
+    cdef object finished
+
+    cdef void block(self, Py_ssize_t b, char *scratch) noexcept nogil:
+        cdef Py_ssize_t row0 = b * self.step
+        cdef Py_ssize_t rows = min(self.step, self.n - row0)
+        cdef skts_args a
+        if self.kind == _SOFTMAX:
+            skts_softmax_rows(
+                <const void *>(<const char *>self.z + row0 * self.k * self.isz),
+                self.z_f32, rows, self.k, self.beta, self.log_out,
+                <void *>(<char *>self.o + row0 * self.k * self.osz),
+                self.out_f32, scratch)
+            return
+        a = self.base
+        a.n_rows = rows
+        if a.z_f32:
+            a.z = <const void *>(<const float *>self.z + row0 * a.ld)
+        else:
+            a.z = <const void *>(<const double *>self.z + row0 * a.ld)
+        a.y = self.y + row0
+        a.w = (self.w + row0) if self.w != NULL else NULL
+        a.out = self.out + b * self.width
+        if a.mx_in != NULL:
+            a.mx_in = a.mx_in + row0
+        if a.mx_out != NULL:
+            a.mx_out = a.mx_out + row0
+        if a.span_out != NULL:
+            a.span_out = a.span_out + b
+        a.found = (self.found + 3 * b) if self.found != NULL else NULL
+        if _labels_in_range(a.y, rows, self.k):
+            skts_block(&a, scratch)
+        else:
+            self.bad = 1
+
+    cdef int work(self) noexcept nogil:
+        """Take blocks until none is left; 1 if this thread finished the
+        pass's last block. Scratch memory is allocated at the first block
+        taken (a helper that starts late takes none, and allocates none)."""
+        cdef Py_ssize_t b
+        cdef char *scratch = NULL
+        cdef int last = 0
+        while True:
+            b = skts_take(&self.next_block)
+            if b >= self.n_blocks:
+                break
+            if scratch == NULL:
+                scratch = <char *>malloc(self.scratch_bytes)
+            if scratch == NULL:
+                self.no_memory = 1  # (the block counts as done: the caller raises)
+            else:
+                self.block(b, scratch)
+            if skts_finish(&self.done) == self.n_blocks:
+                last = 1
+        free(scratch)
+        return last
+
+
+def _help(_Pass p):
+    cdef int last
+    with nogil:
+        last = p.work()
+    if last:
+        p.finished.set()
+
+
+_POOL = {"pool": None, "size": 0, "pid": None}
+
+
+def _helpers(int count):
+    """The pool of helper threads (idle ones wait, without spinning),
+    grown to ``count``; a new one in a forked child."""
+    pool = _POOL["pool"]
+    if pool is None or _POOL["size"] < count or _POOL["pid"] != os.getpid():
+        if pool is not None and _POOL["pid"] == os.getpid():
+            pool.shutdown(wait=False)
+        pool = ThreadPoolExecutor(count, thread_name_prefix="skts-helper")
+        _POOL.update(pool=pool, size=count, pid=os.getpid())
+    return pool
+
+
+def helper_threads():
+    """The helper threads started so far (tests: ``n_jobs=1`` starts none)."""
+    return sum(t.name.startswith("skts-helper") for t in threading.enumerate())
+
+
+cdef _execute(_Pass p, int n_threads):
+    """Every block of ``p``: on the calling thread and ``n_threads - 1``
+    helpers, as many as there are blocks at most."""
+    cdef int threads = <int>max(1, min(n_threads, p.n_blocks))
+    cdef int last
+    if threads > 1:
+        p.finished = threading.Event()
+        pool = _helpers(threads - 1)
+        for _ in range(threads - 1):
+            pool.submit(_help, p)
+    with nogil:
+        last = p.work()
+    if not last:
+        # (a block a helper began is still running: wait for it; the helper
+        # that finishes the last block sets the event)
+        p.finished.wait()
+    if p.no_memory:
+        raise MemoryError("skts: no memory for the kernel's scratch buffers.")
+
+
 cdef tuple _run(
     skts_args base, int width, logits, y, sample_weight, double total, betas,
     temperatures, int n_threads, row_max, row_max_out, span_out,
@@ -257,43 +429,24 @@ cdef tuple _run(
             raise ValueError("span_out must be float64 of one value per block")
         span_v = span_out
         base.span_out = &span_v[0]
-    cdef size_t scratch_bytes = skts_scratch_bytes(k)
-    cdef Py_ssize_t b, row0
-    cdef skts_args a
-    cdef int threads = max(1, min(n_threads, n_blocks))
-    # One scratch area per thread (a row's last vector may read past its end
-    # inside it: the kernel zeroes what it reads there), freed before
-    # returning. Not cleared here: clearing cost more than a small pass.
-    cdef int bad = 0
-    cdef char *pool = <char *>malloc(threads * scratch_bytes)
-    if pool == NULL:
-        raise MemoryError("skts: no memory for the kernel's scratch buffers.")
-    try:
-        with nogil:
-            for b in prange(n_blocks, schedule="dynamic", num_threads=threads):
-                a = base
-                row0 = b * step
-                a.n_rows = min(step, n - row0)
-                if z_f32:
-                    a.z = <const void *>(<const float *>z_p + row0 * ld)
-                else:
-                    a.z = <const void *>(<const double *>z_p + row0 * ld)
-                a.y = &y_v[row0]
-                a.w = (w_p + row0) if w_p != NULL else NULL
-                a.out = &out_v[b, 0, 0]
-                if base.mx_in != NULL:
-                    a.mx_in = base.mx_in + row0
-                if base.mx_out != NULL:
-                    a.mx_out = base.mx_out + row0
-                if base.span_out != NULL:
-                    a.span_out = base.span_out + b
-                a.found = &found_v[b, 0] if facts else NULL
-                if _labels_in_range(a.y, a.n_rows, k):
-                    skts_block(&a, pool + threadid() * scratch_bytes)
-                else:
-                    bad |= 1
-    finally:
-        free(pool)
+    cdef _Pass p = _Pass.__new__(_Pass)
+    p.kind = _SUMS
+    p.base = base
+    p.n = n
+    p.k = k
+    p.step = step
+    p.n_blocks = n_blocks
+    p.width = nt * width
+    p.scratch_bytes = skts_scratch_bytes(k)
+    p.z = z_p
+    p.y = &y_v[0]
+    p.w = w_p
+    p.out = &out_v[0, 0, 0]
+    p.found = &found_v[0, 0] if facts else NULL
+    p.keep = (logits, y_arr, w_arr, b_arr, t_arr, row_max, row_max_out,
+              span_out, out, found)
+    _execute(p, n_threads)
+    cdef int bad = p.bad
     if bad:
         outside = np.flatnonzero((y_arr < 0) | (y_arr >= k))
         i = int(outside[0])
@@ -401,27 +554,23 @@ def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
         od = out
         o_p = &od[0, 0]
     cdef Py_ssize_t step = _rows_per_block(k)
-    cdef Py_ssize_t n_blocks = (n + step - 1) // step
-    cdef Py_ssize_t b, row0, rows
-    cdef size_t isz = 4 if z_f32 else 8
-    cdef size_t osz = 4 if out_f32 else 8
-    cdef int threads = max(1, min(n_threads, n_blocks))
-    cdef size_t scratch_bytes = skts_scratch_bytes(k)
-    cdef char *pool = <char *>malloc(threads * scratch_bytes)
-    if pool == NULL:
-        raise MemoryError("skts: no memory for the kernel's scratch buffers.")
-    try:
-        with nogil:
-            for b in prange(n_blocks, schedule="dynamic", num_threads=threads):
-                row0 = b * step
-                rows = min(step, n - row0)
-                skts_softmax_rows(
-                    <const void *>(<const char *>z_p + row0 * k * isz), z_f32,
-                    rows, k, beta, log,
-                    <void *>(<char *>o_p + row0 * k * osz), out_f32,
-                    pool + threadid() * scratch_bytes)
-    finally:
-        free(pool)
+    cdef _Pass p = _Pass.__new__(_Pass)
+    p.kind = _SOFTMAX
+    p.n = n
+    p.k = k
+    p.step = step
+    p.n_blocks = (n + step - 1) // step
+    p.scratch_bytes = skts_scratch_bytes(k)
+    p.z = z_p
+    p.z_f32 = z_f32
+    p.isz = 4 if z_f32 else 8
+    p.o = o_p
+    p.out_f32 = out_f32
+    p.osz = 4 if out_f32 else 8
+    p.beta = beta
+    p.log_out = log
+    p.keep = (logits, out)
+    _execute(p, n_threads)
     return out
 
 

@@ -2,7 +2,11 @@
 
 The CPUs this process may use are counted as scikit-learn's
 ``_openmp_effective_n_threads`` counts them: ``joblib.cpu_count()`` (the
-affinity mask and the cgroup CPU quota of a container), capped by OpenMP's
+affinity mask and the cgroup CPU quota of a container), capped by the CPU
+quota of the process's own cgroup and its ancestors (:func:`cgroup_cpus`:
+joblib reads only the quota at the root of the cgroup mount, which a
+process in a nested cgroup, a systemd slice or a container without a cgroup
+namespace, does not see), and by OpenMP's
 ``omp_get_max_threads()``, which ``OMP_NUM_THREADS`` sets and
 ``threadpoolctl.threadpool_limits`` lowers (the kernel's OpenMP runtime is
 the one threadpoolctl sees); with ``OMP_NUM_THREADS`` set, that value alone.
@@ -28,12 +32,82 @@ _CPUS: dict[str, int] = {}
 _OPENMP = kernel.openmp()
 
 
+def _text(path: str) -> str:
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read()
+
+
+def cgroup_folders(
+    proc: str = "/proc/self", read: Callable[[str], str] = _text
+) -> list[tuple[str, str, str]]:
+    """This process's cgroups that carry a CPU quota: ``(mount point,
+    folder, version)`` for the v1 ``cpu`` controller (``"v1"``) and the v2
+    hierarchy (``"v2"``), from ``<proc>/cgroup`` and ``<proc>/mountinfo``
+    (the folder is the cgroup's path below the mount's root, under the mount
+    point); empty without cgroups. ``read`` reads a file (tests pass a fake
+    tree)."""
+    try:
+        own = {}
+        for line in read(f"{proc}/cgroup").splitlines():
+            hierarchy, controllers, path = line.split(":", 2)
+            if hierarchy == "0":
+                own["v2"] = path
+            elif "cpu" in controllers.split(","):
+                own["v1"] = path
+        found = []
+        for line in read(f"{proc}/mountinfo").splitlines():
+            left, _, right = line.partition(" - ")
+            fields, (fstype, _source, options) = left.split(), right.split()[:3]
+            root, point = fields[3].rstrip("/"), fields[4].rstrip("/")
+            version = {"cgroup2": "v2", "cgroup": "v1"}.get(fstype)
+            if version not in own or (
+                version == "v1" and "cpu" not in options.split(",")
+            ):
+                continue
+            path = own[version]
+            if root and not (path == root or path.startswith(root + "/")):
+                continue  # (a mount of another part of the hierarchy)
+            found.append((point, point + path[len(root) :].rstrip("/"), version))
+        return found
+    except (OSError, ValueError):
+        return []
+
+
+def cgroup_cpus(
+    proc: str = "/proc/self", read: Callable[[str], str] = _text
+) -> int | None:
+    """CPUs allowed by the CFS quota of this process's cgroup: the smallest
+    over the cgroup and its ancestors up to the mount (v1 ``cpu.cfs_quota_us``
+    over ``cpu.cfs_period_us``, v2 ``cpu.max``), rounded up; ``None``
+    without a quota or without cgroups."""
+    best = None
+    for point, folder, version in cgroup_folders(proc, read):
+        while True:
+            try:
+                if version == "v2":
+                    quota, period = read(f"{folder}/cpu.max").split()[:2]
+                else:
+                    quota = read(f"{folder}/cpu.cfs_quota_us").strip()
+                    period = read(f"{folder}/cpu.cfs_period_us").strip()
+                if quota != "max" and int(quota) > 0 and int(period) > 0:
+                    cpus = max(1, math.ceil(int(quota) / int(period)))
+                    best = cpus if best is None else min(best, cpus)
+            except (OSError, ValueError):
+                pass
+            if len(folder) <= len(point):
+                break
+            folder = folder.rsplit("/", 1)[0]
+    return best
+
+
 def _usable_cpus() -> int:
-    """CPUs the process may use (affinity, cgroup quota), looked up once."""
+    """CPUs the process may use (affinity, cgroup quotas), looked up once."""
     if "usable" not in _CPUS:
         from joblib import cpu_count as joblib_cpu_count
 
-        _CPUS["usable"] = max(1, int(joblib_cpu_count(only_physical_cores=False)))
+        usable = max(1, int(joblib_cpu_count(only_physical_cores=False)))
+        quota = cgroup_cpus()
+        _CPUS["usable"] = usable if quota is None else min(usable, quota)
     return _CPUS["usable"]
 
 

@@ -20,12 +20,22 @@ interleaved, each in a fresh process:
 - ``mmap``: the in-memory path, ``TemperatureScaler().fit`` on the one
   ``.npy`` file memory-mapped (``np.load(mmap_mode="r")``).
 
-It reports wall time (min and median), the number of passes over the data
-(Dask computations: one validation pass, one subsample read, then the
-search's passes), the peak resident memory of each worker or of the process
-(sampled every 50 ms from ``/proc/self/status``: all of it, which counts the
-pages of memory-mapped files, and the anonymous part, what the process
-allocated), and checks that all three give the same temperature bit for bit.
+- ``read``: the floor: the one ``.npy`` file read sequentially in 16 MiB
+  pieces (``readinto`` one reused buffer), once.
+
+Each run is **cold** (the files' pages dropped from the page cache first,
+``posix_fadvise(POSIX_FADV_DONTNEED)``: no privilege needed) or **warm**
+(read once just before). It reports wall time (min and median), the reads
+of the data (computations: the input check, for Dask a subsample read, then
+the search's passes), the time and bandwidth per read, and its share of the
+sequential read's bandwidth in the same cache state; for the cluster, the
+tasks' number and mean compute time, and the share of the wall time the
+workers were not computing (scheduler, transfers, waiting: ``1 -
+compute / (workers x wall)``). Peak resident memory of each worker or of the
+process is sampled every 50 ms from ``/proc/self/status``: all of it, which
+counts the pages of memory-mapped files, and the anonymous part, what the
+process allocated (the bound: 64 MiB beyond the page cache, beside the
+labels). It checks that every mode gives the same temperature bit for bit.
 """
 
 from __future__ import annotations
@@ -125,6 +135,17 @@ out = {}
 here = Here()
 start_sampler(here)
 warnings.simplefilter("ignore")
+base = memory()[1]
+if mode == "read":
+    buf = bytearray(16 << 20)
+    t = time.perf_counter()
+    with open(folder / "all_logits.npy", "rb", buffering=0) as fh:
+        while fh.readinto(buf):
+            pass
+    out.update(seconds=time.perf_counter() - t, computations=1, passes=1,
+               temperature=None, peak_mib=[here.skts_peak], base_anon=base)
+    print(json.dumps(out))
+    sys.exit(0)
 if mode == "mmap":
     t = time.perf_counter()
     z = check_logits(np.load(folder / "all_logits.npy", mmap_mode="r"))
@@ -162,17 +183,44 @@ else:
                           memory_limit=limit, host="127.0.0.1",
                           dashboard_address=":0") as cluster, Client(cluster) as c:
             c.run(start_worker_sampler)
-            seconds, result = run_fit(z, y, DaskRows)
+            from distributed import get_task_stream
+            with get_task_stream(c) as stream:
+                seconds, result = run_fit(z, y, DaskRows)
+            compute = [
+                ss["stop"] - ss["start"]
+                for task in stream.data for ss in task["startstops"]
+                if ss["action"] == "compute"
+            ]
+            out["tasks"] = len(compute)
+            out["task_seconds"] = sum(compute)
             out["peak_mib"] = sorted(c.run(read_peak).values())
             # Computations: validation + subsample + the search's passes.
             out["computations"] = 2 + result.n_passes
 if mode != "cluster":
     out["peak_mib"] = [here.skts_peak]
 out["seconds"] = seconds
+out["base_anon"] = base
 out["temperature"] = result.temperature
 out["passes"] = result.n_passes
 print(json.dumps(out))
 """
+
+
+def set_cache(folder: Path, state: str) -> None:
+    """Drop every data file's pages from the page cache (``cold``), or read
+    each once (``warm``)."""
+    files = [folder / "all_logits.npy", *sorted((folder / "logits").glob("*.npy"))]
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if state == "cold":
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, 16 << 20):
+                    pass
+        finally:
+            os.close(fd)
 
 
 def child(mode: str, folder: Path, workers: int, limit: str) -> dict:
@@ -196,7 +244,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="2GiB")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--modes", default="cluster,threads,mmap")
+    parser.add_argument("--modes", default="read,mmap,threads,cluster")
+    parser.add_argument("--cache", default="cold,warm")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     write_shards(args.folder, args.rows, args.classes, args.shard_rows)
@@ -208,26 +257,54 @@ def main() -> None:
         f"thread, memory limit {args.memory_limit} each"
     )
     modes = args.modes.split(",")
-    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    states = args.cache.split(",")
+    runs = {(m, c): [] for c in states for m in modes}
     for _ in range(args.repeats):
-        for mode in modes:  # interleaved: the machine's noise hits all alike
-            runs[mode].append(child(mode, args.folder, args.workers, args.memory_limit))
-    temps = {r["temperature"] for rs in runs.values() for r in rs}
+        for state in states:
+            for mode in modes:  # interleaved: the machine's noise hits all alike
+                set_cache(args.folder, state)
+                runs[mode, state].append(
+                    child(mode, args.folder, args.workers, args.memory_limit)
+                )
+    temps = {r["temperature"] for rs in runs.values() for r in rs} - {None}
     print(f"temperature: {sorted(temps)} (identical everywhere: {len(temps) == 1})")
+    print(f"load average: {open('/proc/loadavg').read().split()[:3]}\n")
+    whole = (args.folder / "all_logits.npy").stat().st_size
     print(
-        f"{'mode':<8} {'min s':>7} {'median s':>9} {'passes':>7} {'comps':>6} "
-        f"{'peak RSS MiB':>13} {'of which anon':>14}"
+        "| cache | mode | min s | median s | reads | s per read (min) | GB/s per read "
+        "| of the sequential read | tasks | ms per task | not computing "
+        "| peak RSS MiB | anonymous MiB (beyond the start) |"
     )
-    for mode, rs in runs.items():
-        secs = [r["seconds"] for r in rs]
-        rss = max(p[0] for r in rs for p in r["peak_mib"])
-        anon = max(p[1] for r in rs for p in r["peak_mib"])
-        per = "  (per worker)" if mode == "cluster" else ""
-        print(
-            f"{mode:<8} {min(secs):>7.1f} {statistics.median(secs):>9.1f} "
-            f"{rs[0]['passes']:>7} {rs[0]['computations']:>6} "
-            f"{rss:>13.0f} {anon:>14.0f}{per}"
-        )
+    print("|" + "---|" * 13)
+    for state in states:
+        floor = None
+        if ("read", state) in runs:
+            floor = whole / min(r["seconds"] for r in runs["read", state])
+        for mode in modes:
+            rs = runs[mode, state]
+            secs = [r["seconds"] for r in rs]
+            reads = rs[0]["computations"]
+            per = min(secs) / reads
+            rate = whole / per
+            share = f"{rate / floor:.0%}" if floor else "—"
+            tasks = ms_task = idle = "—"
+            if mode == "cluster":
+                best = min(rs, key=lambda r: r["seconds"])
+                tasks = str(best["tasks"])
+                ms_task = f"{1e3 * best['task_seconds'] / best['tasks']:.0f}"
+                idle = (
+                    f"{1 - best['task_seconds'] / (args.workers * best['seconds']):.0%}"
+                )
+            rss = max(p[0] for r in rs for p in r["peak_mib"])
+            anon = max(p[1] for r in rs for p in r["peak_mib"])
+            grown = max(p[1] - r["base_anon"] for r in rs for p in r["peak_mib"])
+            who = " per worker" if mode == "cluster" else ""
+            grown = "" if mode == "cluster" else f" ({grown:+.0f})"
+            print(
+                f"| {state} | {mode} | {min(secs):.2f} | {statistics.median(secs):.2f} "
+                f"| {reads} | {per:.2f} | {rate / 1e9:.2f} | {share} | {tasks} "
+                f"| {ms_task} | {idle} | {rss:.0f}{who} | {anon:.0f}{grown}{who} |"
+            )
 
 
 if __name__ == "__main__":
