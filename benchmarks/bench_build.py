@@ -1,11 +1,21 @@
-"""What the build costs, and what each optimisation level buys at run time.
+"""What the build costs, what each optimisation level buys at run time, and
+what each vector width's code gives on this machine.
 
 Usage (from the repository root; a few minutes on 2 cores)::
 
     python benchmarks/bench_build.py                  # -O2 and -O3
-    python benchmarks/bench_build.py --levels 2,3 --rounds 7
+    python benchmarks/bench_build.py --builds O2,O3 --rounds 7
+    python benchmarks/bench_build.py --builds O2,avx512,avx2,sse2
 
-For each meson optimisation level, builds skts from this tree into a folder
+Builds: ``O2``, ``O3`` (meson's optimisation level; the kernel's three
+``target_clones`` chosen at load time), and, at the default -O3, one vector
+width alone
+(``SKTS_NO_CLONES`` and ``-march``: ``avx512`` x86-64-v4, ``avx2``
+x86-64-v3, ``sse2`` the x86-64 baseline): the code of each clone, timed on
+this machine (on an AVX-512 machine, ``avx2`` is what an AVX2-only machine
+runs, at this machine's clock and memory).
+
+For each build, builds skts from this tree into a folder
 of its own (``pip install --target``, no isolation, no dependencies) and
 reports the wall time of the build and of each compile step (ninja's log:
 Cython, the Cython-generated C, the kernel). Then, in interleaved rounds
@@ -34,14 +44,23 @@ SHAPES = [(1_000_000, 10), (1_000_000, 2), (10_000, 100), (50_000, 1000)]
 
 CHILD = r"""
 import json, sys, time
+# (an editable install of skts finds it before PYTHONPATH does: drop its
+# finder, so that the build under test is the one imported)
+sys.meta_path[:] = [f for f in sys.meta_path if "skts" not in type(f).__module__]
 import numpy as np
+import skts
 from skts import TemperatureScaler
+assert skts.__file__.startswith(sys.argv[3]), (skts.__file__, sys.argv[3])
+sys.path.insert(0, sys.argv[2])
+from bench_fit import synthetic
 shapes = json.loads(sys.argv[1])
 out = {}
 for n, k in shapes:
-    rng = np.random.default_rng(0)
-    z = (rng.standard_normal((n, k), dtype=np.float32) * 3)
-    y = rng.integers(0, k, n)
+    # bench_fit's synthetic logits (an overconfident network: the label is
+    # the argmax 70% of the time, T near 2). With random labels T sits at the
+    # grid's edge and the search reads few candidates: the -O2 kernel's 5x
+    # slower window pass at 1,000,000 x 10 went unseen that way.
+    z, y = synthetic(n, k)
     def numpy_pass():
         total = 0.0
         for s in range(0, n, 65536):
@@ -58,17 +77,33 @@ print(json.dumps(out))
 """
 
 
-def build(level: int, where: Path) -> dict:
-    """Build skts at ``-Doptimization=level`` into ``where``; the wall time
-    and ninja's per-step times."""
+ISA = {"avx512": "x86-64-v4", "avx2": "x86-64-v3", "sse2": "x86-64"}
+
+
+def _setup_args(name: str) -> list[str]:
+    if name.startswith("O"):
+        return [f"-Csetup-args=-Doptimization={int(name[1:])}"]
+    return [f"-Csetup-args=-Dc_args=-DSKTS_NO_CLONES -march={ISA[name]}"]
+
+
+def build(name: str, where: Path) -> dict:
+    """Build skts as ``name`` says into ``where``; the wall time and
+    ninja's per-step times."""
     build_dir = where / "build"
     start = time.perf_counter()
     subprocess.run(
         [
-            sys.executable, "-m", "pip", "install", "--no-deps",
-            "--no-build-isolation", "--target", str(where / "site"), "-q",
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(where / "site"),
+            "-q",
             f"-Cbuild-dir={build_dir}",
-            f"-Csetup-args=-Doptimization={level}",
+            *_setup_args(name),
             str(ROOT),
         ],
         check=True,
@@ -78,9 +113,12 @@ def build(level: int, where: Path) -> dict:
     for line in (build_dir / ".ninja_log").read_text().splitlines()[1:]:
         begin, end, _, target, _ = line.split("\t")
         name = (
-            "cython" if target.endswith(".pyx.c")
-            else "cython C" if target.endswith("pyx.c.o")
-            else "kernel C" if target.endswith("_kernel.c.o")
+            "cython"
+            if target.endswith(".pyx.c")
+            else "cython C"
+            if target.endswith("pyx.c.o")
+            else "kernel C"
+            if target.endswith("_kernel.c.o")
             else None
         )
         if name:
@@ -90,37 +128,50 @@ def build(level: int, where: Path) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--levels", default="2,3")
+    parser.add_argument("--builds", default="O2,O3")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    levels = [int(x) for x in args.levels.split(",")]
+    levels = args.builds.split(",")
     print(f"load average before: {os.getloadavg()}")
     scratch = Path(tempfile.mkdtemp(prefix="skts-bench-build-"))
     try:
         sites = {}
         for level in levels:
-            where = scratch / f"O{level}"
+            where = scratch / level
             times = build(level, where)
             sites[level] = where / "site"
             steps = ", ".join(f"{k} {v:.1f} s" for k, v in times.items() if k != "wall")
-            print(f"-O{level}: build {times['wall']:.1f} s ({steps})", flush=True)
+            print(f"{level}: build {times['wall']:.1f} s ({steps})", flush=True)
         ratios = {(lv, f"{n}x{k}"): [] for lv in levels for n, k in SHAPES}
         fits = {key: [] for key in ratios}
         for _ in range(args.rounds):
             for level in levels:
                 env = {**os.environ, "PYTHONPATH": str(sites[level])}
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, json.dumps(SHAPES)],
-                    env=env, capture_output=True, text=True, check=True,
+                    [
+                        sys.executable,
+                        "-c",
+                        CHILD,
+                        json.dumps(SHAPES),
+                        str(ROOT / "benchmarks"),
+                        str(sites[level]),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                     cwd=scratch,
                 )
                 for shape, (fit, floor) in json.loads(out.stdout).items():
                     ratios[level, shape].append(fit / floor)
                     fits[level, shape].append(fit)
         print(f"load average after: {os.getloadavg()}")
-        print(f"{'shape':>12} " + " ".join(
-            f"{f'-O{lv} fit ms (min)':>20} {'ratio med (min)':>16}" for lv in levels
-        ))
+        print(
+            f"{'shape':>12} "
+            + " ".join(
+                f"{f'{lv} fit ms (min)':>20} {'ratio med (min)':>16}" for lv in levels
+            )
+        )
         for n, k in SHAPES:
             shape = f"{n}x{k}"
             cells = []

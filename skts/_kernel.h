@@ -27,9 +27,11 @@
    C) builds the kernel from ISO C11 alone: no vector types, no attributes.
    The arithmetic is the same, operation for operation, so are the bits. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__GLIBC__) && !defined(SKTS_PORTABLE)
+    defined(__GLIBC__) && !defined(SKTS_PORTABLE) && !defined(SKTS_NO_CLONES)
 /* One clone per vector width, chosen at load time (glibc's ifunc: not on
-   musl, whose wheels, musllinux, take the baseline ISA). */
+   musl, whose wheels, musllinux, take the baseline ISA). SKTS_NO_CLONES
+   builds one version, for the -march given (benchmarks/bench_build.py
+   times each clone's code on one machine that way). */
 #define SKTS_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

@@ -29,8 +29,9 @@ from skts import _kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "tests" / "kernel_bits.c", ROOT / "skts" / "_kernel.c"]
-# The flags meson.build gives the kernel (-O2), and ISO C11.
-FLAGS = ["-O2", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
+# The flags meson.build gives the kernel (meson's release level, -O3), and
+# ISO C11.
+FLAGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
          "-fno-trapping-math"]
 PORTABLE = ["-O2", "-std=c11", "-pedantic-errors", "-Wall", "-Werror",
             "-DSKTS_PORTABLE", "-ffp-contract=off", "-fno-math-errno",
