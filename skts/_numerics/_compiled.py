@@ -7,6 +7,8 @@ passes, not for the default 300,000 spins (about a millisecond), then sleep.
 On a busy machine a spinning worker takes the time slices that the working
 ones need. ``GOMP_SPINCOUNT`` is set for the load only and removed at once:
 ``os.environ`` is as the user left it (the developer page says so too).
+The passes' threads are skts's own (``_Pass`` in ``skts/_kernel.pyx``);
+only ``exp32_rate``, the benchmarks' measure, still runs an OpenMP team.
 """
 
 from __future__ import annotations

@@ -120,8 +120,8 @@ def _omp_num_threads() -> int | None:
 def cpu_count() -> int:
     """The threads a pass may use at most (see the module header)."""
     if not _OPENMP:
-        # (a build without OpenMP: the kernel runs on one thread, and
-        # OMP_NUM_THREADS still caps the Python threads over blocks)
+        # (a build without OpenMP: the same helper threads, and
+        # OMP_NUM_THREADS still caps them; threadpoolctl sees no runtime)
         limit = _omp_num_threads()
         return limit if limit is not None else _usable_cpus()
     openmp = max(1, int(kernel.max_threads()))
@@ -220,14 +220,14 @@ def kernel_threads(n_jobs: int | None, n_elements: int) -> int:
     """Threads of a compiled pass.
 
     ``None`` uses every CPU from 2**18 logits on; below, a pass takes about a
-    millisecond, and threads cost more than they save. On a busy machine the
-    blocks are shared out dynamically and idle workers sleep at once (see
-    ``GOMP_SPINCOUNT`` in :mod:`skts._numerics._compiled`), so a thread the
-    scheduler sets aside delays a long pass by a block; but a pass of under
-    2**20 logits (a fraction of a millisecond on two cores) waits for its
-    last worker to be scheduled at all, often longer than the pass: there
-    only the CPUs that other processes leave idle are used
-    (:func:`others_running`).
+    millisecond, and threads cost more than they save. A pass never waits for
+    a helper thread that has not started (``_Pass`` in ``skts/_kernel.pyx``:
+    the blocks it has not taken are done by the others), so a thread the
+    scheduler sets aside delays a pass by at most the block it has begun.
+    A pass of under 2**20 logits (a fraction of a millisecond on two cores)
+    uses only the CPUs that other processes leave idle
+    (:func:`others_running`): waking a helper that will find nothing left
+    costs more than it can save there.
     """
     if n_jobs == 1 or (n_jobs is None and n_elements < 1 << 18):
         return 1  # (without asking: a small pass runs often)
