@@ -204,7 +204,7 @@ def test_dash_writes_to_stdout(files):
     assert_one_line_error(r, "only one of --out and --labels-out")
 
 
-def test_a_closed_pipe_ends_quietly(files):
+def test_a_closed_pipe_ends_quietly(files, tmp_path):
     folder, _, _ = files
     run(
         "fit",
@@ -213,10 +213,15 @@ def test_a_closed_pipe_ends_quietly(files):
         "--labels",
         "y.npy",
         "--out",
-        "c.json",
-        "--force",
+        str(tmp_path / "c.json"),
         cwd=folder,
     )
+    # Far more output than a pipe holds (64 KiB on Linux, at most 1 MiB), so
+    # the program is still writing when the reader goes away; 800 rows fit in
+    # the pipe and the program could finish, exit 0, before the close.
+    z = np.random.default_rng(1).normal(size=(200_000, 4)).astype(np.float32)
+    np.save(tmp_path / "z.npy", z)
+    folder = tmp_path
     proc = subprocess.Popen(
         [
             sys.executable,
