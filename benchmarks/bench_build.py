@@ -13,7 +13,9 @@ width alone
 (``SKTS_NO_CLONES`` and ``-march``: ``avx512`` x86-64-v4, ``avx2``
 x86-64-v3, ``sse2`` the x86-64 baseline): the code of each clone, timed on
 this machine (on an AVX-512 machine, ``avx2`` is what an AVX2-only machine
-runs, at this machine's clock and memory).
+runs, at this machine's clock and memory). numpy's pass runs at the same
+width in those builds' processes (``NPY_DISABLE_CPU_FEATURES`` turns off its
+paths above it), so their ratios are what such a machine would give.
 
 For each build, builds skts from this tree into a folder
 of its own (``pip install --target``, no isolation, no dependencies) and
@@ -78,6 +80,13 @@ print(json.dumps(out))
 
 
 ISA = {"avx512": "x86-64-v4", "avx2": "x86-64-v3", "sse2": "x86-64"}
+# numpy's own code paths above each width (its dispatch targets), turned off
+# in that build's processes, so that the numpy pass runs what numpy runs on
+# such a machine too: like for like.
+NUMPY_ABOVE = {
+    "avx2": "X86_V4 AVX512_ICL AVX512_SPR",
+    "sse2": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+}
 
 
 def _setup_args(name: str) -> list[str]:
@@ -147,6 +156,8 @@ def main(argv=None) -> None:
         for _ in range(args.rounds):
             for level in levels:
                 env = {**os.environ, "PYTHONPATH": str(sites[level])}
+                if level in NUMPY_ABOVE:
+                    env["NPY_DISABLE_CPU_FEATURES"] = NUMPY_ABOVE[level]
                 out = subprocess.run(
                     [
                         sys.executable,

@@ -25,7 +25,10 @@ Per shape (float32 logits from ``bench_fit.synthetic``), the jobs of a round
 run in a new random order each round: one single-threaded numpy float32
 pass (``bench_fit.floor_pass``: the NLL at ``T = 1``, chunked), and
 ``TemperatureScaler(solver=...)`` for the grid and continuous solvers with
-the default ``n_jobs`` and with ``n_jobs=1``. ``--repeats`` cycles through
+the default ``n_jobs`` and with ``n_jobs=1``; at least ``--rounds`` rounds,
+and more for short fits, to fill ``--seconds`` (a fit of a few ms on a busy
+machine is preempted in some rounds and not in others: a handful of rounds
+gave ratios that did not reproduce). ``--repeats`` cycles through
 the conditions that many times (their rounds pooled): a busy spell of the
 shared machine then falls on several conditions, not one.
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -71,7 +75,7 @@ def _jobs(z, y, floor_pass, f32_block, scaler):
     }
 
 
-def child(shapes: list[str], n_rounds: int) -> dict:
+def child(shapes: list[str], n_rounds: int, seconds: float) -> dict:
     sys.path.insert(0, str(HERE))
     from bench_fit import _f32_block, floor_pass, synthetic
 
@@ -84,11 +88,16 @@ def child(shapes: list[str], n_rounds: int) -> dict:
         n, k = (int(v) for v in shape.split("x"))
         z, y = synthetic(n, k)
         jobs = _jobs(z, y, floor_pass, _f32_block, TemperatureScaler)
+        t = time.perf_counter()
         for fn in jobs.values():
             fn()  # (warm-up)
+        # Short fits get more rounds: at least `seconds` of rounds (a fit of
+        # a few ms on a busy machine is preempted in some rounds, not others).
+        one_round = time.perf_counter() - t
+        count = max(n_rounds, min(400, math.ceil(seconds / max(one_round, 1e-6))))
         times = {name: [] for name in jobs}
         order = random.Random(n + k)
-        for _ in range(n_rounds):
+        for _ in range(count):
             names = list(jobs)
             order.shuffle(names)
             for name in names:
@@ -135,7 +144,7 @@ def _loadavg() -> float:
         return float("nan")
 
 
-def run_condition(name, shapes, n_rounds, cgroup):
+def run_condition(name, shapes, n_rounds, seconds, cgroup):
     hogs = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(HOGS[name])
@@ -157,7 +166,7 @@ def run_condition(name, shapes, n_rounds, cgroup):
         before = _loadavg()
         run = subprocess.run(
             [sys.executable, __file__, "--child", "--shapes", ",".join(shapes),
-             "--rounds", str(n_rounds)],
+             "--rounds", str(n_rounds), "--seconds", str(seconds)],
             preexec_fn=setup, capture_output=True, text=True,
             env={**os.environ, "OMP_NUM_THREADS": ""},
         )  # fmt: skip
@@ -248,13 +257,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=4.0,
+        help="at least this long of rounds per shape (more rounds for short fits)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shapes = args.shapes.split(",")
     if args.child:
-        print(json.dumps(child(shapes, args.rounds)))
+        print(json.dumps(child(shapes, args.rounds, args.seconds)))
         return
     conditions = args.conditions.split(",")
     cgroup = None
@@ -272,13 +287,14 @@ def main(argv=None):
 
     print(
         f"skts {skts.__version__}, numpy {numpy.__version__}, {os.cpu_count()} CPUs, "
-        f"{args.rounds} rounds x {args.repeats} repeats per condition"
+        f"at least {args.rounds} rounds and {args.seconds} s of rounds per shape, "
+        f"x {args.repeats} repeats per condition"
     )
     results: dict = {}
     try:
         for _ in range(args.repeats):
             for name in conditions:
-                res = run_condition(name, shapes, args.rounds, cgroup)
+                res = run_condition(name, shapes, args.rounds, args.seconds, cgroup)
                 if name not in results:
                     results[name] = {**res, "load": [res["load"]]}
                     continue

@@ -2,7 +2,7 @@
 
 Usage (from the repository root, with ``pip install -e ".[dask]"``)::
 
-    python benchmarks/bench_dask.py --folder /tmp/skts-shards \\
+    python benchmarks/bench_outofcore.py --folder /tmp/skts-shards \\
         [--rows 2000000] [--classes 1000] [--shard-rows 100000] \\
         [--workers 2] [--memory-limit 2GiB] [--repeats 3]
 
@@ -304,8 +304,9 @@ def main() -> None:
                 # is cold; it took the cold fit's extra time plus a warm read)
                 warm = [r["seconds"] for r in runs[mode, "warm"]]
                 first = min(secs) - min(warm) + min(warm) / reads
-                share = whole / first / floor if floor else None
-                cold_reads.append((mode, first, share))
+                cold_reads.append(
+                    (mode, first, whole / first / floor if floor else None)
+                )
             who = " per worker" if mode == "cluster" else ""
             grown = "" if mode == "cluster" else f" ({grown:+.0f})"
             print(
@@ -313,6 +314,12 @@ def main() -> None:
                 f"| {reads} | {per:.2f} | {rate / 1e9:.2f} | {share} | {tasks} "
                 f"| {ms_task} | {idle} | {rss:.0f}{who} | {anon:.0f}{grown}{who} |"
             )
+    for mode, first, share in cold_reads:
+        print(
+            f"cold {mode}: the first read (the cold fit less the warm one, plus a "
+            f"warm read) took about {first:.2f} s"
+            + (f", {share:.0%} of the sequential read's speed" if share else "")
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Imported only when a Dask array is given: ``import skts`` does not import dask.
 
 from __future__ import annotations
 
+import pickle
 import sys
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from skts._numerics import (
     F32_BLOCKS,
     HP_DIGITS,
     Rows,
+    Stacked,
     add,
     blocks,
     fold,
@@ -267,8 +269,15 @@ def _run(z, y, w, start, stop, n_classes, parts, exponent, total, *args):
     if w is not None:
         w = scaled_weights(w, exponent)
     rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1)
-    # (per-block results as a list: what the driver folds, plain to send)
-    return list(parts(rows, *args))
+    # The per-block results, what the driver folds, stacked: a few arrays.
+    # Sent as a list, each small array of each block (a piece has hundreds of
+    # blocks, thousands with long rows) was a message part of its own, and
+    # decoding them kept the driver busy longer than the workers took to
+    # compute. Other results (a few per piece) as one pickled buffer.
+    got = parts(rows, *args)
+    if isinstance(got, (np.ndarray, Stacked)):
+        return got
+    return pickle.dumps(list(got), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class DaskRows(Rows):
@@ -361,7 +370,12 @@ class DaskRows(Rows):
         tasks = self._tasks(
             _run, self.n_classes, parts, self._exponent, self.total, *args, bounds=True
         )
-        return [r for part in dask.compute(*tasks) for r in part]
+        got = dask.compute(*tasks)
+        if all(isinstance(g, np.ndarray) for g in got):
+            return np.concatenate(got)  # (fold adds its rows in order)
+        if all(isinstance(g, Stacked) for g in got):
+            return Stacked.joined(list(got))
+        return [r for part in got for r in pickle.loads(part)]
 
     def nll_parts(self, temperatures):
         return self._each_piece(Rows.nll_parts, temperatures)

@@ -307,6 +307,43 @@ def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
     assert got.temperature_ == _fit(z, y).temperature_
 
 
+def _same_bits(a, b):
+    if isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for u, v in zip(a, b, strict=True):
+            _same_bits(u, v)
+    else:
+        np.testing.assert_array_equal(a, b, strict=True)
+
+
+@pytest.mark.parametrize("read", ["nll", "window", "derivatives", "slopes"])
+def test_a_piece_sends_its_per_block_results_as_one_buffer(read):
+    # Sent as a list, each small array of each block is a message part of
+    # its own, and the driver took longer to decode them than the workers
+    # took to compute (benchmarks/bench_outofcore.py). Stacked, a piece's
+    # results are a few arrays, and they are the in-memory pass's per-block
+    # results bit for bit.
+    import pickle
+
+    from skts._dask import _run
+    from skts._numerics import Rows, Stacked
+
+    z, y = _problem(n=90_000, seed=14)
+    ts = np.array([1.5, 2.0, 2.5])
+    parts, args = {
+        "nll": (Rows.nll_parts, (ts,)),
+        "window": (Rows.window_parts, (ts, ts[1:2], None, 1)),
+        "derivatives": (Rows.derivatives_parts, (list(1 / ts), "float64", True)),
+        "slopes": (Rows.slopes_parts, (ts, 1, True, False, True)),
+    }[read]
+    sent = _run(z, y, None, 0, len(y), 10, parts, 0, float(len(y)), *args)
+    assert isinstance(sent, (np.ndarray, Stacked))  # a few arrays, stacked
+    back = pickle.loads(pickle.dumps(sent, protocol=5))  # (as a cluster sends it)
+    want = list(parts(Rows(z, y), *args))
+    assert len(want) == 14  # (blocks of 6,553 rows)
+    _same_bits(list(back), want)
+
+
 def test_persisted_arrays_are_read_from_the_workers_memory(client, tmp_path):
     z, y = _problem(n=20_000, seed=13)
     paths = _write_shards(tmp_path, z, y, [5_000, 15_000])

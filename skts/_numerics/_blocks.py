@@ -106,23 +106,38 @@ def in_order(a: NDArray) -> NDArray:
 class Stacked:
     """One pass's per-block results, stacked along a first (block) axis.
 
-    Iterating gives the per-block results that ``combine`` folds (what a Dask
-    reduction gathers, chunk after chunk); :func:`fold` folds them here
-    with :func:`in_order`, the same bits, without a Python step per block
-    (there are thousands of blocks when rows are long).
+    ``arrays`` hold them (each with the block axis first, or None);
+    ``item(arrays, i)`` is block ``i``'s result, what ``combine`` folds (what
+    a Dask reduction gathers, chunk after chunk), and ``total(arrays)`` all of
+    them folded with :func:`in_order`: the same bits, without a Python step
+    per block (there are thousands of blocks when rows are long). Plain
+    arrays and module-level functions: it pickles as a few arrays (what a
+    Dask task sends back), and :meth:`joined` puts the pieces' results back
+    in block order.
     """
 
-    def __init__(self, block, fold_all, n_blocks: int):
-        self._block, self._fold_all, self._n = block, fold_all, n_blocks
+    def __init__(self, item, total, arrays: tuple):
+        self.item, self.total, self.arrays = item, total, arrays
+        self._n = arrays[0].shape[0]
 
     def __len__(self) -> int:
         return self._n
 
     def __iter__(self):
-        return (self._block(i) for i in range(self._n))
+        return (self.item(self.arrays, i) for i in range(self._n))
 
     def fold(self):
-        return self._fold_all()
+        return self.total(self.arrays)
+
+    @classmethod
+    def joined(cls, parts: list[Stacked]) -> Stacked:
+        """The per-block results of consecutive pieces, in order, as one."""
+        first = parts[0]
+        arrays = tuple(
+            None if a is None else np.concatenate([p.arrays[j] for p in parts])
+            for j, a in enumerate(first.arrays)
+        )
+        return cls(first.item, first.total, arrays)
 
 
 def weight_exponent(top: float) -> int:

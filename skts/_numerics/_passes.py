@@ -169,6 +169,33 @@ def combine_window(a, b):
     return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref], a[3] + b[3]
 
 
+def _slopes_item(arrays, i: int):
+    """Block ``i``'s result of ``Rows.slopes_parts``, as ``combine_slopes``
+    folds it."""
+    sums, found, spans = arrays
+    facts = (bool(found[i, 0]), bool(found[i, 1]), bool(found[i, 2]))
+    return sums[i], (*facts, float(spans[i]))
+
+
+def _slopes_total(arrays):
+    sums, found, spans = arrays
+    facts = (bool(found[:, 0].all()), bool(found[:, 1].all()), bool(found[:, 2].any()))
+    return in_order(sums), (*facts, float(spans.max()))
+
+
+def _window_item(arrays, i: int):
+    """Block ``i``'s result of ``Rows.window_parts``, as ``combine_window``
+    folds it."""
+    est, err, refs, gh = arrays
+    return est[i], err[i], [] if refs is None else [refs[i]], gh[i]
+
+
+def _window_total(arrays):
+    est, err, refs, gh = arrays
+    ref = [] if refs is None else [in_order(refs)]
+    return in_order(est), in_order(err), ref, in_order(gh)
+
+
 class Rows:
     """The held-out rows as every read sees them (in memory, NumPy).
 
@@ -498,28 +525,7 @@ class Rows:
             sums[:, :, 3:] = np.inf
         if found is None:
             found = np.zeros((sums.shape[0], 3), dtype=bool)
-        found = found.astype(bool)
-        return Stacked(
-            lambda i: (
-                sums[i],
-                (
-                    bool(found[i, 0]),
-                    bool(found[i, 1]),
-                    bool(found[i, 2]),
-                    float(spans[i]),
-                ),
-            ),
-            lambda: (
-                in_order(sums),
-                (
-                    bool(found[:, 0].all()),
-                    bool(found[:, 1].all()),
-                    bool(found[:, 2].any()),
-                    float(spans.max()),
-                ),
-            ),
-            sums.shape[0],
-        )
+        return Stacked(_slopes_item, _slopes_total, (sums, found.astype(bool), spans))
 
     def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
         """:meth:`window`'s per-block ``(est, err, [float64 values], (F',
@@ -545,16 +551,7 @@ class Rows:
         # The float64 values (nll's, bit for bit: the same blocks and kernel).
         refs = self.nll_parts(exact_t) if exact_t.size else None
         assert refs is None or refs.shape[0] == est.shape[0]  # the same blocks
-        return Stacked(
-            lambda i: (est[i], err[i], [] if refs is None else [refs[i]], gh[i]),
-            lambda: (
-                in_order(est),
-                in_order(err),
-                [] if refs is None else [in_order(refs)],
-                in_order(gh),
-            ),
-            est.shape[0],
-        )
+        return Stacked(_window_item, _window_total, (est, err, refs, gh))
 
     def exact_parts(self, temperatures, digits: int = HP_DIGITS):
         """:meth:`exact`'s weighted sums over the rows and their weight."""
