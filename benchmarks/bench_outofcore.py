@@ -14,7 +14,8 @@ interleaved, each in a fresh process:
 - ``cluster``: ``TemperatureScaler().fit`` on the shards loaded lazily
   (:func:`skts._dask.load_npy_shards`, as ``skts fit --logits FOLDER``)
   through a ``LocalCluster`` of ``--workers`` single-threaded worker
-  processes, each limited to ``--memory-limit`` (well below the data);
+  processes, each limited to ``--memory-limit`` (well below the data),
+  which import skts before the timer starts (as the other modes' process);
 - ``threads``: the same shards, the same code, Dask's threaded scheduler in
   one process (``skts fit`` without ``--scheduler``);
 - ``mmap``: the in-memory path, ``TemperatureScaler().fit`` on the one
@@ -26,9 +27,10 @@ interleaved, each in a fresh process:
 Each run is **cold** (the files' pages dropped from the page cache first,
 ``posix_fadvise(POSIX_FADV_DONTNEED)``: no privilege needed) or **warm**
 (read once just before). It reports wall time (min and median), the reads
-of the data (computations: the input check, for Dask a subsample read, then
-the search's passes), the time and bandwidth per read, and its share of the
-sequential read's bandwidth in the same cache state; for the cluster, the
+of the data (computations: the input check, which on Dask also copies the
+warm start's subsample, then the search's passes), the time and bandwidth
+per read, and its share of the sequential read's bandwidth in the same
+cache state; for the cluster, the
 tasks' number and mean compute time, and the share of the wall time the
 workers were not computing (scheduler, transfers, waiting: ``1 -
 compute / (workers x wall)``). Peak resident memory of each worker or of the
@@ -89,7 +91,7 @@ def write_shards(folder: Path, n: int, k: int, shard_rows: int) -> None:
 
 
 _CHILD = r"""
-import json, os, sys, threading, time, warnings
+import importlib, json, os, sys, threading, time, warnings
 from pathlib import Path
 import numpy as np
 mode, folder = sys.argv[1], Path(sys.argv[2])
@@ -183,6 +185,9 @@ else:
                           memory_limit=limit, host="127.0.0.1",
                           dashboard_address=":0") as cluster, Client(cluster) as c:
             c.run(start_worker_sampler)
+            # Like for like: the mmap run's process imported skts before its
+            # timer starts; here the workers import it before it too.
+            c.run(importlib.import_module, "skts._dask")
             from distributed import get_task_stream
             with get_task_stream(c) as stream:
                 seconds, result = run_fit(z, y, DaskRows)
@@ -194,8 +199,9 @@ else:
             out["tasks"] = len(compute)
             out["task_seconds"] = sum(compute)
             out["peak_mib"] = sorted(c.run(read_peak).values())
-            # Computations: validation + subsample + the search's passes.
-            out["computations"] = 2 + result.n_passes
+            # Computations: validation (which copies the warm start's
+            # subsample) + the search's passes.
+            out["computations"] = 1 + result.n_passes
 if mode != "cluster":
     out["peak_mib"] = [here.skts_peak]
 out["seconds"] = seconds

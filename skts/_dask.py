@@ -15,6 +15,9 @@ Imported only when a Dask array is given: ``import skts`` does not import dask.
 
 from __future__ import annotations
 
+import math
+import mmap
+import os
 import pickle
 import sys
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from skts._numerics import (
     log_softmax,
     scaled_weights,
     softmax,
+    subsample_rows,
     weight_exponent,
     weight_part,
 )
@@ -77,9 +81,13 @@ def _along(x, chunks: tuple[int, ...], name: str, n_samples: int):
     return x.rechunk((chunks,)) if lazy else x
 
 
-# A piece holds at most this many logits (32 MiB of float32): tasks stay
-# small whatever the chunks, so a worker's memory does not grow with them.
-_PIECE_ELEMENTS = 1 << 23
+# A piece holds at most this many bytes of logits: tasks stay small whatever
+# the chunks, so a worker's memory does not grow with them (a piece of a file
+# is a view of its mapped pages; a computed one is this big at most). Each
+# task costs the scheduler, the driver and the worker about as much as 1-2 ms
+# of compute: at 32 MiB a 2-worker LocalCluster spent 29% of a fit not
+# computing, at 64 MiB 25% (bench_outofcore.py).
+_PIECE_BYTES = 64 << 20
 
 
 def _pieces(
@@ -154,10 +162,11 @@ def _assemble(declared: _Declared, chunks: list) -> NDArray:
     return np.asarray(chunks[0]) if len(chunks) == 1 else np.concatenate(chunks)
 
 
-def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int) -> dict:
+def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int, picked: slice) -> dict:
     """Validation of one piece (:func:`skts._validation.check_piece` and
     :func:`~skts._validation.check_chunk`), whether a row of positive weight
-    varies, and the largest weight."""
+    varies, the largest weight, and the piece's rows of the warm start's
+    subsample ``picked`` (copies)."""
     z = np.asarray(z)
     y = np.asarray(y)
     w = None if w is None else np.asarray(w, dtype=np.float64)
@@ -166,6 +175,13 @@ def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int) -> dict:
     out.update(varies=False, top=0.0)
     if out["error"] is not None:
         return out
+    # (every picked.step-th row from picked.start, those of this piece)
+    first = max(picked.start, start)
+    first += -(first - picked.start) % picked.step
+    local = slice(
+        first - start, max(min(picked.stop, stop), first) - start, picked.step
+    )
+    out["sample"] = tuple(None if a is None else np.array(a[local]) for a in (z, y, w))
     live = np.ones(z.shape[0], dtype=bool)
     if w is not None:
         out["top"] = float(w.max())
@@ -232,10 +248,24 @@ def _self_contained(graph: dict) -> bool:
         return False
 
 
-def _inline_call(func, blob: bytes, declared: tuple, given: tuple, *args):
+class _Opaque:
+    """A task's arguments that hold no Dask collection, passed as they are:
+    Dask does not look inside (its search of every argument cost the driver
+    about 1 ms a task)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _inline_call(func, blob: bytes, packed: _Opaque):
     """``func(z, y, w, *args)`` with the piece's lazy parts read here,
-    synchronously; ``given`` holds the others (NumPy slices or None)."""
+    synchronously; ``packed`` holds ``(declared, given, args)``, ``given``
+    the other parts (NumPy slices or None)."""
     import cloudpickle
+
+    declared, given, args = packed.value
 
     graph, keys = cloudpickle.loads(blob)
     values = iter(dask.get(graph, [k for ks in keys if ks for k in ks]))
@@ -246,9 +276,11 @@ def _inline_call(func, blob: bytes, declared: tuple, given: tuple, *args):
     return func(*parts, *args)
 
 
-def _lazy_call(func, declared: tuple, given: tuple, zc, yc, wc, *args):
+def _lazy_call(func, packed: _Opaque, zc, yc, wc):
     """``func(z, y, w, *args)`` with the piece's lazy parts computed by Dask
-    (the chunk lists ``zc``, ``yc``, ``wc``) and checked here."""
+    (the chunk lists ``zc``, ``yc``, ``wc``) and checked here; ``packed``
+    as for :func:`_inline_call`."""
+    declared, given, args = packed.value
     parts = [
         g if d is None else _assemble(d, chunks)
         for d, g, chunks in zip(declared, given, (zc, yc, wc), strict=True)
@@ -256,11 +288,15 @@ def _lazy_call(func, declared: tuple, given: tuple, zc, yc, wc, *args):
     return func(*parts, *args)
 
 
-def _run(z, y, w, start, stop, n_classes, parts, exponent, total, *args):
+def _run(z, y, w, start, stop, row_max, n_classes, parts, exponent, total, *args):
     """One piece of one read: ``parts`` (one of ``Rows``' ``*_parts``
-    methods) on the piece's rows, in memory, on one thread. The piece's
-    arrays are checked against the shapes the Dask arrays declare at every
-    read (a chunk computed again may differ from the one validated)."""
+    methods) on the piece's rows, in memory, on one thread; ``row_max``: the
+    piece's row maxima found by an earlier read, or None. The piece's arrays
+    are checked against the shapes the Dask arrays declare at every read (a
+    chunk computed again may differ from the one validated).
+
+    Returns the per-block results and the row maxima this read found (None
+    if it was given them or found none)."""
     z, y = np.asarray(z), np.asarray(y)
     error = check_piece(z, y, w, start, stop, n_classes)
     if error is not None:
@@ -268,16 +304,16 @@ def _run(z, y, w, start, stop, n_classes, parts, exponent, total, *args):
     y = y.astype(np.intp, copy=False)
     if w is not None:
         w = scaled_weights(w, exponent)
-    rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1)
+    rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1, row_max=row_max)
     # The per-block results, what the driver folds, stacked: a few arrays.
     # Sent as a list, each small array of each block (a piece has hundreds of
     # blocks, thousands with long rows) was a message part of its own, and
     # decoding them kept the driver busy longer than the workers took to
     # compute. Other results (a few per piece) as one pickled buffer.
     got = parts(rows, *args)
-    if isinstance(got, (np.ndarray, Stacked)):
-        return got
-    return pickle.dumps(list(got), protocol=pickle.HIGHEST_PROTOCOL)
+    if not isinstance(got, (np.ndarray, Stacked)):
+        got = pickle.dumps(list(got), protocol=pickle.HIGHEST_PROTOCOL)
+    return got, None if row_max is not None else rows.row_maxima()
 
 
 class DaskRows(Rows):
@@ -306,7 +342,8 @@ class DaskRows(Rows):
         self.n_jobs = 1
         self._maxima = None
         step = next(iter(blocks(n_samples, n_classes, F32_BLOCKS))).stop
-        max_rows = max(step, _PIECE_ELEMENTS // n_classes // step * step)
+        per_piece = _PIECE_BYTES // logits.dtype.itemsize
+        max_rows = max(step, per_piece // n_classes // step * step)
         pieces = _pieces(row_chunks, step, max_rows)
         self.n_parts = len(pieces)
         self._parts = [
@@ -320,11 +357,23 @@ class DaskRows(Rows):
             for a, b in pieces
         ]
         self._bounds = pieces
+        # Each piece's row maxima (wide float32 rows), once a read found them:
+        # given to its later reads, the kernel reads such rows once per pass
+        # as in memory (8 bytes a row on the driver; the same bits).
+        self._row_max: list[NDArray | None] = [None] * len(pieces)
         self._inline = [_inline_graph(*part) for part in self._parts]
-        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, bounds=True))
+        # The first reduction also copies the warm start's subsample out of
+        # the pieces it checks (one round trip fewer); its weights are
+        # scaled once the largest is known.
+        self._sample_rows = picked = subsample_rows(n_samples, n_classes)
+        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, picked, each=pieces))
         for st in stats:
             if st["error"] is not None:
                 raise ValueError(st["error"])
+        self._sample = [
+            None if parts[0] is None else np.concatenate(parts)
+            for parts in zip(*(st["sample"] for st in stats), strict=True)
+        ]
         self._flat = not any(st["varies"] for st in stats)
         self._exponent = 0
         self.sample_weight = None
@@ -342,35 +391,40 @@ class DaskRows(Rows):
             self.total = float(fold(add, [s for part in sums for s in part]))
             self.sample_weight = sample_weight  # normalised inside each task
 
-    def _tasks(
-        self, func, *args, bounds: bool = False, weights_only: bool = False
-    ) -> list:
-        """One task per piece, ``func(z, y, w, [start, stop,] *args)``: the piece's
-        reads run inside the task where they are small to ship (see
+    def _tasks(self, func, *args, each=None, weights_only: bool = False) -> list:
+        """One task per piece, ``func(z, y, w, *each[i], *args)`` (``each``:
+        one tuple of arguments per piece, or None): the piece's reads run
+        inside the task where they are small to ship (see
         :func:`_inline_graph`), else as its dependencies."""
         tasks = []
         for i, (parts, blob) in enumerate(zip(self._parts, self._inline, strict=True)):
-            extra = (*self._bounds[i], *args) if bounds else args
+            extra = args if each is None else (*each[i], *args)
             if weights_only:  # (the logits and labels are not read)
                 parts, blob = (None, None, parts[2]), None
             declared = tuple(p[0] if _is_lazy(p) else None for p in parts)
             given = tuple(None if _is_lazy(p) else p for p in parts)
+            packed = _Opaque((declared, given, extra))
             if blob is not None:
-                call = dask.delayed(_inline_call, pure=True)
-                tasks.append(call(func, blob, declared, given, *extra))
+                call = dask.delayed(_inline_call, pure=False)
+                tasks.append(call(func, blob, packed))
             else:
                 chunks = [p[1] if _is_lazy(p) else [] for p in parts]
-                call = dask.delayed(_lazy_call, pure=True)
-                tasks.append(call(func, declared, given, *chunks, *extra))
+                call = dask.delayed(_lazy_call, pure=False)
+                tasks.append(call(func, packed, *chunks))
         return tasks
 
     def _each_piece(self, parts, *args) -> list:
         """``parts`` on every piece (one Dask computation): the per-block
         results in block order, which the read folds on the driver."""
+        each = [(*b, m) for b, m in zip(self._bounds, self._row_max, strict=True)]
         tasks = self._tasks(
-            _run, self.n_classes, parts, self._exponent, self.total, *args, bounds=True
+            _run, self.n_classes, parts, self._exponent, self.total, *args, each=each
         )
         got = dask.compute(*tasks)
+        for i, (_, found) in enumerate(got):
+            if found is not None:
+                self._row_max[i] = found
+        got = [g for g, _ in got]
         if all(isinstance(g, np.ndarray) for g in got):
             return np.concatenate(got)  # (fold adds its rows in order)
         if all(isinstance(g, Stacked) for g in got):
@@ -408,10 +462,13 @@ class DaskRows(Rows):
         return self._flat
 
     def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
-        parts = [self.logits[rows], self.y[rows]]
-        if self._weights is not None:
-            parts.append(self._weights[rows])
-        got = dask.compute(*parts)
+        if rows == self._sample_rows:
+            got = self._sample  # (copied by the first reduction)
+        else:
+            parts = [self.logits[rows], self.y[rows]]
+            if self._weights is not None:
+                parts.append(self._weights[rows])
+            got = dask.compute(*parts)
         w = None if self._weights is None else scaled_weights(got[2], self._exponent)
         return np.ascontiguousarray(got[0]), np.asarray(got[1]).astype(np.intp), w
 
@@ -462,12 +519,22 @@ class _NpyShards:
         self.what = what
         sizes = []
         first = None
+        # Each shard's header bytes and where its data start, for C-ordered
+        # shards (Fortran-ordered ones are read through np.load).
+        self._heads: list[tuple[bytes, int] | None] = []
         for path in self.paths:
             head = np.load(path, mmap_mode="r", allow_pickle=False)
             if not isinstance(head, np.ndarray) or head.ndim == 0:
                 raise ValueError(f"{what} shard {path!r} is not a .npy array.")
             shape, dtype = head.shape, head.dtype
+            start = getattr(head, "offset", None)
+            c_order = head.flags.c_contiguous and not dtype.hasobject
             del head
+            if c_order and start is not None:
+                with open(path, "rb") as fh:
+                    self._heads.append((fh.read(start), start))
+            else:
+                self._heads.append(None)
             if first is None:
                 first = (shape[1:], dtype)
             if (shape[1:], dtype) != first:
@@ -499,15 +566,19 @@ class _NpyShards:
             lo, hi = max(start, self.starts[i]), min(stop, self.starts[i + 1])
             if lo >= hi:
                 continue
-            data = np.load(path, mmap_mode="r", allow_pickle=False)
-            self._check_unchanged(i, data)
             if index is None:
                 local = slice(int(lo - self.starts[i]), int(hi - self.starts[i]))
+                # A view of the mapped file, not a copy: the task reads the
+                # pages from the page cache, with no fresh memory to fault in.
+                mapped = self._map_rows(i, local)
+                if mapped is not None:
+                    parts.append(mapped[(slice(None), *rest)])
+                    continue
             else:
                 mine = index[(index >= lo) & (index < hi)]
                 local = mine - self.starts[i]
-            # A view of the mapped file, not a copy: the task reads the pages
-            # from the page cache, with no fresh memory to fault in.
+            data = np.load(path, mmap_mode="r", allow_pickle=False)
+            self._check_unchanged(i, data)
             parts.append(data[(local, *rest)])
             del data
         if not parts:
@@ -517,6 +588,47 @@ class _NpyShards:
         if index is not None and index.size and np.any(np.diff(index) < 0):
             out = out[np.argsort(np.argsort(index, kind="stable"), kind="stable")]
         return out
+
+    def _map_rows(self, i: int, rows: slice) -> NDArray | None:
+        """Rows ``rows`` of shard ``i``, mapping only their bytes, if the
+        file still starts with the header it had when scanned (None
+        otherwise: then read through np.load, which names what changed); a
+        ValueError if it no longer holds the data its header declares.
+        Cheaper than np.load for a task's piece: no header parsed, and only
+        the piece's pages mapped and unmapped."""
+        head = self._heads[i]
+        if head is None:
+            return None
+        header, data_start = head
+        row_bytes = self.dtype.itemsize * math.prod(self.shape[1:])
+        n_rows = rows.stop - rows.start
+        fd = os.open(self.paths[i], os.O_RDONLY)
+        try:
+            if os.pread(fd, len(header), 0) != header:
+                return None  # (np.load names the shape or dtype now there)
+            whole = data_start + self.sizes[i] * row_bytes
+            size = os.fstat(fd).st_size
+            if size < whole:  # (a mapping past the end would fault on a read)
+                raise ValueError(
+                    f"{self.what} shard {self.paths[i]!r} now holds {size} bytes; "
+                    f"its header declares {whole}."
+                )
+            if n_rows == 0 or row_bytes == 0:
+                return np.empty((n_rows, *self.shape[1:]), dtype=self.dtype)
+            begin = data_start + rows.start * row_bytes
+            skip = begin % mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(
+                fd,
+                skip + n_rows * row_bytes,
+                access=mmap.ACCESS_READ,
+                offset=begin - skip,
+            )
+        finally:
+            os.close(fd)
+        values = np.frombuffer(
+            mapped, self.dtype, n_rows * math.prod(self.shape[1:]), skip
+        )
+        return values.reshape(n_rows, *self.shape[1:])
 
     def _check_unchanged(self, i: int, data) -> None:
         """A shard read by a task still has the shape and dtype it had when

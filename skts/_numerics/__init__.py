@@ -82,7 +82,7 @@ from skts._numerics._result import (
     warn_boundary,
 )
 from skts._numerics._softmax import log_softmax, softmax
-from skts._numerics._steer import one_read_bracket
+from skts._numerics._steer import one_read_bracket, subsample_rows
 from skts._numerics._steps import model_step
 from skts._numerics._threads import cpu_count, kernel_threads
 
@@ -129,6 +129,7 @@ __all__ = [
     "slope_error",
     "softmax",
     "solve_continuous",
+    "subsample_rows",
     "warn_boundary",
     "weight_exponent",
     "weight_part",

@@ -221,13 +221,23 @@ class Rows:
         self._maxima = _RowMaxima(logits) if wanted else None
 
     @classmethod
-    def piece(cls, logits, y, sample_weight, total: float, n_jobs=1) -> Rows:
+    def piece(
+        cls, logits, y, sample_weight, total: float, n_jobs=1, row_max=None
+    ) -> Rows:
         """Some rows of a larger set whose weights are already normalised and
-        whose ``total`` is the whole set's (a Dask task's piece)."""
+        whose ``total`` is the whole set's (a Dask task's piece); ``row_max``:
+        their row maxima if an earlier read found them (:meth:`row_maxima`)."""
         rows = cls.__new__(cls)
         rows._set(logits, y, sample_weight, total, n_jobs)
-        rows._maxima = None
+        rows._maxima = _RowMaxima(logits) if _RowMaxima.wanted(logits) else None
+        if rows._maxima is not None and row_max is not None:
+            rows._maxima.values = row_max
         return rows
+
+    def row_maxima(self) -> NDArray | None:
+        """The row maxima a read of all the rows has found (wide float32
+        rows only), or None: a piece's later reads are given them."""
+        return None if self._maxima is None else self._maxima.values
 
     def _set(self, logits, y, weights, total, n_jobs) -> None:
         self.logits, self.y, self.sample_weight = logits, y, weights

@@ -39,6 +39,14 @@ def float32_range(beta_lo: float, beta_hi: float) -> bool:
     return 1e-30 <= beta_lo and beta_hi <= 1e30
 
 
+def subsample_rows(n_samples: int, n_classes: int) -> slice:
+    """The rows of :func:`warm_start`'s subsample: every k-th row, at most
+    2**16 rows and about 2**20 values (a backend may read them ahead)."""
+    m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
+    step = max(1, n_samples // m)
+    return slice(0, step * m, step)
+
+
 def warm_start(
     data: Rows, lo: float, hi: float, start: float
 ) -> tuple[float, float, float, int]:
@@ -58,9 +66,7 @@ def warm_start(
     underflow.
     """
     n_samples, n_classes = data.n_samples, data.n_classes
-    m = min(n_samples, max(256, min((1 << 20) // n_classes, 1 << 16)))
-    step = max(1, n_samples // m)
-    picked = slice(0, step * m, step)
+    picked = subsample_rows(n_samples, n_classes)
     # The data itself, or a view of every step-th row (no copy), where the
     # kernel reads them in place; else a copy (e.g. a device or Dask sample).
     view = data.view(picked)
