@@ -602,12 +602,11 @@ class _NpyShards:
         header, data_start = head
         row_bytes = self.dtype.itemsize * math.prod(self.shape[1:])
         n_rows = rows.stop - rows.start
-        fd = os.open(self.paths[i], os.O_RDONLY)
-        try:
-            if os.pread(fd, len(header), 0) != header:
+        with open(self.paths[i], "rb") as fh:
+            if fh.read(len(header)) != header:
                 return None  # (np.load names the shape or dtype now there)
             whole = data_start + self.sizes[i] * row_bytes
-            size = os.fstat(fd).st_size
+            size = os.fstat(fh.fileno()).st_size
             if size < whole:  # (a mapping past the end would fault on a read)
                 raise ValueError(
                     f"{self.what} shard {self.paths[i]!r} now holds {size} bytes; "
@@ -618,13 +617,11 @@ class _NpyShards:
             begin = data_start + rows.start * row_bytes
             skip = begin % mmap.ALLOCATIONGRANULARITY
             mapped = mmap.mmap(
-                fd,
+                fh.fileno(),
                 skip + n_rows * row_bytes,
                 access=mmap.ACCESS_READ,
                 offset=begin - skip,
             )
-        finally:
-            os.close(fd)
         values = np.frombuffer(
             mapped, self.dtype, n_rows * math.prod(self.shape[1:]), skip
         )
