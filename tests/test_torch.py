@@ -41,9 +41,9 @@ def digits_cnn():
 
 def _logits(model, data, batch_size=None):
     # In batches of ``batch_size`` (as a loader gives them) or all at once:
-    # torch may pick another convolution kernel for another batch size
-    # (oneDNN on Xeons with AVX-512 and AMX), so the two can differ in the
-    # last bits.
+    # torch's matrix product may block another batch size otherwise, so the
+    # two can differ in the last bits (the Linear layer's outputs for 797
+    # rows at once and in batches of 64, on an Intel Xeon with AVX-512).
     model.eval()
     with torch.no_grad():
         x = data.tensors[0]
