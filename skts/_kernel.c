@@ -260,9 +260,17 @@ INLINE double tree16(const double *a) {
     const vd4 c = (a0 + a2) + (a1 + a3); /* (b[0:4] + b[4:8]) */
     return (c[0] + c[2]) + (c[1] + c[3]);
 }
+#else
+INLINE double tree16(const double *a) {
+    double b[8], c[4];
+    for (int q = 0; q < 8; q++) b[q] = a[q] + a[q + 8];
+    for (int q = 0; q < 4; q++) c[q] = b[q] + b[q + 4];
+    return (c[0] + c[2]) + (c[1] + c[3]);
+}
+#endif
 
 /* a[q] = (double)b[q] for 16 lanes (exact): a plain loop, which each
-   clone vectorises at its own width */
+   clone vectorises at its own width (the portable build runs it as it is) */
 INLINE void widen(double *a, const float *b) {
     for (int q = 0; q < 16; q++) a[q] = (double)b[q];
 }
@@ -271,20 +279,6 @@ INLINE void widen(double *a, const float *b) {
 INLINE void widen_add(double *a, const float *b) {
     for (int q = 0; q < 16; q++) a[q] += (double)b[q];
 }
-#else
-INLINE double tree16(const double *a) {
-    double b[8], c[4];
-    for (int q = 0; q < 8; q++) b[q] = a[q] + a[q + 8];
-    for (int q = 0; q < 4; q++) c[q] = b[q] + b[q + 4];
-    return (c[0] + c[2]) + (c[1] + c[3]);
-}
-INLINE void widen(double *a, const float *b) {
-    for (int q = 0; q < 16; q++) a[q] = (double)b[q];
-}
-INLINE void widen_add(double *a, const float *b) {
-    for (int q = 0; q < 16; q++) a[q] += (double)b[q];
-}
-#endif
 
 /* One vector of a wide row in float64: lanes q with IN add exp(x) (and,
    with MOM, e x and e x x) to a, a1, a2; the others add +0, so the sums
