@@ -137,40 +137,45 @@ TRANSPOSE(transpose_f32_f64, float, double)
 TRANSPOSE(transpose_f64_f64, double, double)
 
 /* Row maxima (and minima, if mn) of a class-major chunk src[j r + i],
-   across rows: whole vectors at a time (exact in any order). */
-#define COLUMN_EXTREMES(src)                                                  \
-    for (ptrdiff_t i = 0; i < r; i++) mx[i] = (src)[i];                       \
+   across rows: whole vectors at a time (exact in any order). MX and MN are
+   of type T, src's: a float32 chunk's extremes are kept in float32 (exact; no
+   conversion per logit), widened once per row by the caller. */
+#define COLUMN_EXTREMES(T, src, MX, MN)                                       \
+    for (ptrdiff_t i = 0; i < r; i++) MX[i] = (src)[i];                       \
     for (ptrdiff_t j = 1; j < k; j++)                                         \
         for (ptrdiff_t i = 0; i < r; i++) {                                   \
-            const double v = (src)[j * r + i];                                \
-            mx[i] = v > mx[i] ? v : mx[i];                                    \
+            const T v = (src)[j * r + i];                                     \
+            MX[i] = v > MX[i] ? v : MX[i];                                    \
         }                                                                     \
     if (mn) {                                                                 \
-        for (ptrdiff_t i = 0; i < r; i++) mn[i] = (src)[i];                   \
+        for (ptrdiff_t i = 0; i < r; i++) MN[i] = (src)[i];                   \
         for (ptrdiff_t j = 1; j < k; j++)                                     \
             for (ptrdiff_t i = 0; i < r; i++) {                               \
-                const double v = (src)[j * r + i];                            \
-                mn[i] = v < mn[i] ? v : mn[i];                                \
+                const T v = (src)[j * r + i];                                 \
+                MN[i] = v < MN[i] ? v : MN[i];                                \
             }                                                                 \
     }
 
 INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
                    ptrdiff_t ld, const int64_t *y, double *d64, float *d32, double *stage,
-                   double *gap, double *mx, double *mn, const double *mx_in) {
+                   double *gap, double *mx, double *mn, const double *mx_in,
+                   float *mx32, float *mn32) {
     if (k <= SKTS_TRANSPOSE_MAX) {
         /* Class-major: a transposing copy, then maxima, minima and the
            differences run across rows, whole vectors at a time. */
         if (d32 && z_f32) {
             const float *zf = (const float *)z;
             transpose_f32_f32(zf, d32, r, k);
-            COLUMN_EXTREMES(d32)
+            COLUMN_EXTREMES(float, d32, mx32, mn32)
             for (ptrdiff_t i = 0; i < r; i++) {
-                const double g = mx[i] - (double)zf[i * k + y[i]]; /* exact */
-                gap[i] = g;
+                mx[i] = (double)mx32[i];
+                gap[i] = (double)mx32[i] - (double)zf[i * k + y[i]]; /* exact */
             }
+            if (mn)
+                for (ptrdiff_t i = 0; i < r; i++) mn[i] = (double)mn32[i];
             for (ptrdiff_t j = 0; j < k; j++)
                 for (ptrdiff_t i = 0; i < r; i++) {
-                    const float v = d32[j * r + i] - (float)mx[i];
+                    const float v = d32[j * r + i] - mx32[i];
                     d32[j * r + i] = v < SKTS_F32_MIN ? SKTS_F32_MIN : v;
                 }
             return;
@@ -181,7 +186,7 @@ INLINE void centre(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         } else {
             transpose_f64_f64((const double *)z, t, r, k);
         }
-        COLUMN_EXTREMES(t)
+        COLUMN_EXTREMES(double, t, mx, mn)
         for (ptrdiff_t i = 0; i < r; i++) {
             const double g = mx[i] - t[y[i] * r + i];
             gap[i] = g > SKTS_BIG ? SKTS_BIG : g;
@@ -725,6 +730,8 @@ void skts_block(const skts_args *a, void *scratch) {
     double *s3 = rows + 20 * rc, *s4 = rows + 21 * rc;
     float *f3 = (float *)(rows + 22 * rc), *f4 = (float *)(rows + 23 * rc);
     double *v5 = rows + 24 * rc, *v6 = rows + 25 * rc;
+    /* float32 rows' extremes, before they are widened into mx and mn */
+    float *mx32 = (float *)(rows + 18 * rc), *mn32 = (float *)(rows + 19 * rc);
     const double unit64 = 0x1p-53, unit32 = 0x1p-24;
     const double log2k = log2((double)(k > 2 ? k : 2));
     /* wide rows' float32 runs in S (see sums32) */
@@ -754,7 +761,7 @@ void skts_block(const skts_args *a, void *scratch) {
         centre(z, a->z_f32, r, k, ld, y, fuse ? NULL : d64,
                single && !binary_window && !fuse ? d32 : NULL, d64 + rc * k, gap,
                mx, a->facts || binary_window || a->span_out ? mn : NULL,
-               a->mx_in ? a->mx_in + row0 : NULL);
+               a->mx_in ? a->mx_in + row0 : NULL, mx32, mn32);
         if (a->span_out)
             for (ptrdiff_t i = 0; i < r; i++) {
                 const double g = mx[i] - mn[i];
