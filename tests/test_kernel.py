@@ -317,6 +317,38 @@ def test_passes_agree_with_a_reference_within_their_bounds(name, z, y, w, weight
     assert np.array_equal(view.window(np.array(ts)).estimate, est)
 
 
+@pytest.mark.parametrize("k", [2, 3, 10, 16, 20, 32, 33])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_warm_start_facts_are_exact_with_ties(k, dtype):
+    # The warm start's float32 read tells whether every label of positive
+    # weight has its row's largest / smallest logit: exact, with ties, at any
+    # number of classes (at 32 or fewer, float32 extremes are found in float32
+    # across rows; above, row by row).
+    rng = np.random.default_rng(k)
+    for kind in ("largest", "smallest", "any"):
+        for n in (1, 17, 2500):
+            z = rng.integers(-3, 3, size=(n, k)).astype(dtype)  # many ties
+            y = {
+                "largest": z.argmax(axis=1),
+                "smallest": z.argmin(axis=1),
+                "any": rng.integers(0, k, n),
+            }[kind]
+            w = rng.choice([0.0, 1.0, 2.5], size=n)
+            if kind == "any" and n > 1:
+                # one row of weight 0 that alone breaks each fact
+                y[0], w[0] = (z[0].argmax() + 1) % k, 0.0
+            for weights in (None, w):
+                live = np.ones(n, bool) if weights is None else weights > 0
+                if not live.any():
+                    continue
+                _, found = Rows(z, y, weights).moments(1.0, facts=True)
+                zy = z[np.arange(n), y]
+                assert found == (
+                    bool(np.all((zy == z.max(axis=1))[live])),
+                    bool(np.all((zy == z.min(axis=1))[live])),
+                )
+
+
 @pytest.mark.parametrize(
     ("name", "z", "y", "w"), CASES[:6], ids=[c[0] for c in CASES[:6]]
 )
