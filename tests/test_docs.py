@@ -239,10 +239,15 @@ def _check_in_a_browser(html):
                       "--disable-component-update"],
             )
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            # CI machines are busy (the other jobs build and test beside
+            # this one): generous timeouts. The page's load event (its
+            # scripts, styles and images), then MathJax's own promise; not
+            # "networkidle" (500 ms without a request), which a loaded
+            # machine once kept from settling for 30 s.
+            page.set_default_timeout(180_000)
             typeset = {}
             for name in _BROWSED:
-                page.goto(f"{base}/{name}")
-                page.wait_for_load_state("networkidle")
+                page.goto(f"{base}/{name}", wait_until="load")
                 page.evaluate(
                     "() => window.MathJax && MathJax.startup ? "
                     "MathJax.startup.promise : null"
