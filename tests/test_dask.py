@@ -541,6 +541,52 @@ def test_shard_rows_are_the_files_rows(tmp_path, dtype):
             np.testing.assert_array_equal(got, whole[a:b])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pieces_of_mapped_shards_are_larger_and_give_the_same_bits(
+    tmp_path, monkeypatch, dtype
+):
+    # A piece of C-ordered shards that load_npy_shards maps is a view of the
+    # page cache (no memory of its own), so it may hold more rows: fewer
+    # tasks. The same rows from anything else (an array computed from the
+    # shards, big-endian or Fortran-ordered shards, an in-memory array) keep
+    # the small pieces. Every way gives the in-memory temperature.
+    import skts._dask as sd
+
+    per_row = 256 * np.dtype(dtype).itemsize  # (blocks of 1,024 rows)
+    monkeypatch.setattr(sd, "_PIECE_BYTES", 1_024 * per_row)
+    monkeypatch.setattr(sd, "_MAPPED_PIECE_BYTES", 8_192 * per_row)
+    z, y = _problem(n=12_000, k=256, seed=23, dtype=dtype)
+    sizes = [8_192, 3_808]
+    paths = _write_shards(tmp_path, z, y, sizes)
+    labels = sd.load_npy_shards([yp for _, yp, _ in paths], what="labels")
+    mapped = sd.load_npy_shards([zp for zp, _, _ in paths])
+    others = {
+        "computed": mapped * 1,
+        "in memory": da.from_array(z, chunks=(sizes, 256)),
+    }
+    for name, layout in (
+        ("big-endian", z.astype(z.dtype.newbyteorder())),
+        ("fortran", np.asfortranarray(z)),
+    ):
+        files = []
+        for i, (a, b) in enumerate(itertools.pairwise([0, *np.cumsum(sizes)])):
+            files.append(tmp_path / f"{name}-{i}.npy")
+            np.save(
+                files[-1],
+                np.asfortranarray(layout[a:b]) if name == "fortran" else layout[a:b],
+            )
+        others[name] = sd.load_npy_shards(files)
+    n_mapped = sd.DaskRows(mapped, labels).n_parts
+    n_other = {name: sd.DaskRows(x, labels).n_parts for name, x in others.items()}
+    # At most 1,024 or 8,192 rows a piece: one piece per shard against 12.
+    assert n_mapped == 2
+    assert all(n == 12 for n in n_other.values()), n_other
+    want = _fit(z, y).temperature_
+    assert _fit(mapped, labels).temperature_ == want
+    for name, x in others.items():
+        assert _fit(x, labels).temperature_ == want, name
+
+
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
