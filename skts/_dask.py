@@ -91,8 +91,8 @@ _PIECE_BYTES = 64 << 20
 # A piece of shards that load_npy_shards maps (C-ordered float32 or float64:
 # the kernel reads the view as it is) is a view of the page cache and costs
 # no memory of its own, so it may be larger: 174 tasks instead of 417 in
-# bench_outofcore.py, and 15% of the workers' time not computing instead of
-# 22%. Not larger still: a worker's RSS, which Dask's memory limit watches,
+# bench_outofcore.py, and 13-16% of the workers' time not computing instead
+# of 19-20%. Not larger still: a worker's RSS, which Dask's memory limit watches,
 # counts the mapped pages a task holds (512 MiB was no faster).
 _MAPPED_PIECE_BYTES = 256 << 20
 # The names of the arrays load_npy_shards returned whose every chunk is such
