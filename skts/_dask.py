@@ -97,8 +97,11 @@ _PIECE_BYTES = 64 << 20
 _MAPPED_PIECE_BYTES = 256 << 20
 # The names of the arrays load_npy_shards returned whose every chunk is such
 # a view (an array made from one has another name, and its chunks are
-# computed).
-_MAPPED: set[str] = set()
+# computed), most recently returned last; at most _MAPPED_NAMES of them, so
+# a long-lived process that opens many shard sets does not grow (an array
+# whose name was dropped is read in the smaller pieces: the same bits).
+_MAPPED: dict[str, None] = {}
+_MAPPED_NAMES = 1024
 
 
 def _pieces(
@@ -665,5 +668,8 @@ def load_npy_shards(paths, *, what: str = "logits") -> da.Array:
     chunks = (shards.sizes, *((n,) for n in shards.shape[1:]))
     array = da.from_array(shards, chunks=chunks, inline_array=True, asarray=False)
     if shards.mapped:
-        _MAPPED.add(array.name)
+        _MAPPED.pop(array.name, None)
+        _MAPPED[array.name] = None
+        while len(_MAPPED) > _MAPPED_NAMES:
+            del _MAPPED[next(iter(_MAPPED))]
     return array

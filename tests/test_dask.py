@@ -587,6 +587,36 @@ def test_pieces_of_mapped_shards_are_larger_and_give_the_same_bits(
         assert _fit(x, labels).temperature_ == want, name
 
 
+def test_the_names_of_mapped_shard_sets_are_bounded(tmp_path, monkeypatch):
+    # A process that opens many shard sets remembers only the most recent
+    # few as mapped (reopening one makes it recent again); an array whose
+    # name was dropped is read in the smaller pieces, with the same bits.
+    import skts._dask as sd
+
+    per_row = 256 * 4  # (blocks of 1,024 rows)
+    monkeypatch.setattr(sd, "_MAPPED", {})
+    monkeypatch.setattr(sd, "_MAPPED_NAMES", 3)
+    monkeypatch.setattr(sd, "_PIECE_BYTES", 1_024 * per_row)
+    monkeypatch.setattr(sd, "_MAPPED_PIECE_BYTES", 8_192 * per_row)
+    z, y = _problem(n=8_192, k=256, seed=29, dtype=np.float32)
+    arrays = []
+    for i in range(5):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        # (another folder and other values: another shard set and name)
+        paths = _write_shards(folder, z + np.float32(i), y, [8_192])
+        arrays.append(sd.load_npy_shards([zp for zp, _, _ in paths]))
+    names = [a.name for a in arrays]
+    assert len(set(names)) == 5
+    assert list(sd._MAPPED) == names[2:]
+    labels = da.from_array(y, chunks=8_192)
+    assert sd.DaskRows(arrays[0], labels).n_parts == 8  # forgotten: 1,024 rows
+    assert sd.DaskRows(arrays[4], labels).n_parts == 1  # remembered: 8,192
+    sd.load_npy_shards([tmp_path / "2" / "logits_000.npy"])
+    assert list(sd._MAPPED) == [names[3], names[4], names[2]]
+    assert _fit(arrays[0], labels).temperature_ == _fit(z, y).temperature_
+
+
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
