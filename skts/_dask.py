@@ -20,6 +20,7 @@ import mmap
 import os
 import pickle
 import sys
+import threading
 from dataclasses import dataclass
 
 import dask
@@ -100,8 +101,10 @@ _MAPPED_PIECE_BYTES = 256 << 20
 # computed), most recently returned last; at most _MAPPED_NAMES of them, so
 # a long-lived process that opens many shard sets does not grow (an array
 # whose name was dropped is read in the smaller pieces: the same bits).
+# Changed under _MAPPED_LOCK (threads may open shard sets at once).
 _MAPPED: dict[str, None] = {}
 _MAPPED_NAMES = 1024
+_MAPPED_LOCK = threading.Lock()
 
 
 def _pieces(
@@ -668,8 +671,9 @@ def load_npy_shards(paths, *, what: str = "logits") -> da.Array:
     chunks = (shards.sizes, *((n,) for n in shards.shape[1:]))
     array = da.from_array(shards, chunks=chunks, inline_array=True, asarray=False)
     if shards.mapped:
-        _MAPPED.pop(array.name, None)
-        _MAPPED[array.name] = None
-        while len(_MAPPED) > _MAPPED_NAMES:
-            del _MAPPED[next(iter(_MAPPED))]
+        with _MAPPED_LOCK:
+            _MAPPED.pop(array.name, None)
+            _MAPPED[array.name] = None
+            while len(_MAPPED) > _MAPPED_NAMES:
+                del _MAPPED[next(iter(_MAPPED))]
     return array

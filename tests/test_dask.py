@@ -617,6 +617,39 @@ def test_the_names_of_mapped_shard_sets_are_bounded(tmp_path, monkeypatch):
     assert _fit(arrays[0], labels).temperature_ == _fit(z, y).temperature_
 
 
+def test_shard_sets_opened_from_several_threads_keep_the_bound(tmp_path, monkeypatch):
+    # Threads opening shard sets at once: no error, and at most the bound's
+    # names, each one of a set that was opened.
+    import concurrent.futures
+
+    import skts._dask as sd
+
+    monkeypatch.setattr(sd, "_MAPPED", {})
+    monkeypatch.setattr(sd, "_MAPPED_NAMES", 2)
+    z, y = _problem(n=64, k=3, seed=31, dtype=np.float32)
+    sets = []
+    for i in range(8):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        sets.append([zp for zp, _, _ in _write_shards(folder, z, y, [64])])
+
+    def open_all(first: int) -> set:
+        return {sd.load_npy_shards(sets[(first + j) % 8]).name for j in range(40)}
+
+    # (threads switch as often as Python lets them: a window between
+    # checking the count and dropping the oldest name would show)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            opened = set().union(*pool.map(open_all, range(4)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(opened) == 8
+    assert 1 <= len(sd._MAPPED) <= 2
+    assert set(sd._MAPPED) <= opened
+
+
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
