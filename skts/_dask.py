@@ -105,6 +105,19 @@ _MAPPED_PIECE_BYTES = 256 << 20
 _MAPPED: dict[str, None] = {}
 _MAPPED_NAMES = 1024
 _MAPPED_LOCK = threading.Lock()
+# np.load parses a .npy header with ast.literal_eval. On Python 3.11 the AST
+# constructor keeps one recursion count per interpreter, and the garbage
+# collector may switch threads inside it: two threads parsing at once (the
+# threaded scheduler's tasks, threads opening shard sets) can raise
+# "SystemError: AST constructor recursion depth mismatch" (CPython
+# gh-106905). A header is a few hundred bytes: parse them one at a time.
+_NPY_HEADER_LOCK = threading.Lock()
+
+
+def _load_mapped(path: str):
+    """``np.load(path, mmap_mode="r")``, one thread at a time."""
+    with _NPY_HEADER_LOCK:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
 def _pieces(
@@ -541,7 +554,7 @@ class _NpyShards:
         # shards (Fortran-ordered ones are read through np.load).
         self._heads: list[tuple[bytes, int] | None] = []
         for path in self.paths:
-            head = np.load(path, mmap_mode="r", allow_pickle=False)
+            head = _load_mapped(path)
             if not isinstance(head, np.ndarray) or head.ndim == 0:
                 raise ValueError(f"{what} shard {path!r} is not a .npy array.")
             shape, dtype = head.shape, head.dtype
@@ -600,7 +613,7 @@ class _NpyShards:
             else:
                 mine = index[(index >= lo) & (index < hi)]
                 local = mine - self.starts[i]
-            data = np.load(path, mmap_mode="r", allow_pickle=False)
+            data = _load_mapped(path)
             self._check_unchanged(i, data)
             parts.append(data[(local, *rest)])
             del data

@@ -636,18 +636,106 @@ def test_shard_sets_opened_from_several_threads_keep_the_bound(tmp_path, monkeyp
     def open_all(first: int) -> set:
         return {sd.load_npy_shards(sets[(first + j) % 8]).name for j in range(40)}
 
-    # (threads switch as often as Python lets them: a window between
-    # checking the count and dropping the oldest name would show)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            opened = set().union(*pool.map(open_all, range(4)))
-    finally:
-        sys.setswitchinterval(interval)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        opened = set().union(*pool.map(open_all, range(4)))
     assert len(opened) == 8
     assert 1 <= len(sd._MAPPED) <= 2
     assert set(sd._MAPPED) <= opened
+
+    # The list changes only under its lock: an open waits while it is held.
+    monkeypatch.setattr(sd, "_MAPPED", {})
+    names = []
+    with sd._MAPPED_LOCK:
+        opener = threading.Thread(target=lambda: names.append(open_all(0)))
+        opener.start()
+        opener.join(0.5)
+        assert opener.is_alive() and sd._MAPPED == {}
+    opener.join(60)
+    assert not opener.is_alive() and len(sd._MAPPED) == 2
+
+
+_HEADERS_FROM_THREADS = """
+import concurrent.futures, contextlib, gc, sys
+import numpy as np
+import skts._dask as sd
+
+folder, lock = sys.argv[1:]
+if lock == "none":  # (to see the error this guards against)
+    sd._NPY_HEADER_LOCK = contextlib.nullcontext()
+paths = [f"{folder}/{i}.npy" for i in range(8)]
+for i, path in enumerate(paths):
+    np.save(path, np.full((8, 3), i, dtype=np.float32))
+
+
+class Finalized:  # Python code the collector runs, where threads may switch
+    def __del__(self):
+        sum(range(50))
+
+
+def read(first):
+    for j in range(200):
+        i = (first + j) % 8
+        assert sd._load_mapped(paths[i])[0, 0] == i
+        garbage = [Finalized(), Finalized()]
+        garbage.append(garbage)
+
+
+gc.set_threshold(5)
+sys.setswitchinterval(1e-6)
+errors = 0
+for _ in range(10):
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(read, range(4)))
+    except SystemError:
+        errors += 1
+print(errors)
+"""
+
+
+def test_shard_headers_are_parsed_one_thread_at_a_time(tmp_path):
+    # Python 3.11's AST constructor (np.load parses a .npy header with it)
+    # counts its recursion once per interpreter; threads parsing at once,
+    # the collector switching threads inside it, raised SystemError (on
+    # 3.11.7, in most rounds of this script run with the lock "none"). In a
+    # fresh process: the collector and switch settings stay there.
+    run = subprocess.run(
+        [sys.executable, "-c", _HEADERS_FROM_THREADS, str(tmp_path), "lock"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0"]
+
+    # Opening shard sets (their headers parsed) and a task's read of a shard
+    # through np.load both wait while another thread parses a header.
+    import skts._dask as sd
+
+    z, _ = _problem(n=64, k=3, seed=32, dtype=np.float32)
+    paths = [tmp_path / "f0.npy", tmp_path / "f1.npy"]
+    # (Fortran-ordered: a task reads them through np.load, header and all)
+    np.save(paths[0], np.asfortranarray(z[:30]))
+    np.save(paths[1], np.asfortranarray(z[30:]))
+    arrays = []
+    with sd._NPY_HEADER_LOCK:
+        opener = threading.Thread(
+            target=lambda: arrays.append(sd.load_npy_shards(paths))
+        )
+        opener.start()
+        opener.join(0.5)
+        assert opener.is_alive() and arrays == []
+    opener.join(60)
+    out = []
+    with sd._NPY_HEADER_LOCK:
+        reader = threading.Thread(
+            target=lambda: out.append(arrays[0].compute(scheduler="sync"))
+        )
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and out == []
+    reader.join(60)
+    np.testing.assert_array_equal(out[0], z)
 
 
 hypothesis = pytest.importorskip("hypothesis")
