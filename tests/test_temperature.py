@@ -703,6 +703,88 @@ def test_large_inputs_find_the_brute_force_answer(
         assert len(windows) == 1
 
 
+@pytest.fixture(scope="module", params=[1, 4])
+def confident_wide(request):
+    # 20,000 rows of 500 very confident logits (the label the argmax 90% of
+    # the time): the warm start's first answers, on a few dozen rows, were
+    # 12 and 52 standard errors from the minimum for these two seeds.
+    rng = np.random.default_rng(request.param)
+    n, k = 20_000, 500
+    logits = rng.normal(scale=6.0, size=(n, k)).astype(np.float32)
+    top = logits.argmax(1)
+    y = np.where(rng.random(n) < 0.9, top, rng.integers(0, k, n))
+    t = solve_continuous(logits, y, 0.05, 20.0).temperature
+    return logits, y, t
+
+
+def test_the_warm_start_converges_on_its_sample(confident_wide, monkeypatch):
+    from skts._numerics import Rows, _steer
+
+    logits, y, t = confident_wide
+    grid = default_temperatures()
+    lo, hi = 1.0 / grid[-1], 1.0 / grid[0]
+    beta, se, _, _ = _steer.warm_start(Rows(logits, y), lo, hi, 1.0)
+    assert abs(beta - 1.0 / t) <= 4.0 * se
+    # One unevaluated Newton step on the sample (as before) is far off here.
+    monkeypatch.setattr(_steer, "_SAMPLE_STEPS", 1)
+    beta, se, _, _ = _steer.warm_start(Rows(logits, y), lo, hi, 1.0)
+    assert abs(beta - 1.0 / t) > 4.0 * se
+
+
+def test_a_far_warm_start_does_not_cost_reads(confident_wide):
+    from scipy.special import logsumexp
+
+    logits, y, _ = confident_wide
+    grid = default_temperatures()
+    result = grid_search(logits, y, grid)
+    # A float32 Newton step and one window (7 and 8 reads before, the
+    # windows growing from many standard errors away); at most the float64
+    # values of a near-tie besides.
+    assert result.n_passes <= 3
+    # The choice is the float64 minimum among its neighbours (scipy's
+    # logsumexp, independent of skts); convexity makes it the global one.
+    j = int(np.flatnonzero(grid == result.temperature)[0])
+    z = logits.astype(np.float64)
+    near = grid[max(j - 2, 0) : j + 3]
+    losses = [
+        float(np.mean(logsumexp(z / t, axis=1) - z[np.arange(len(y)), y] / t))
+        for t in near
+    ]
+    assert near[int(np.argmin(losses))] == result.temperature
+
+
+@pytest.mark.parametrize("side", [-1, 1])
+def test_an_off_centre_minimum_is_settled_by_one_window(
+    large_problem, monkeypatch, side
+):
+    # The minimum known to a tenth of a candidate spacing, 0.45 of one from
+    # the nearest candidate: that one and the next are within float32's
+    # bound of each other, and the first window holds both their outer
+    # neighbours (before, a second read fetched the missing one).
+    from skts._numerics import Rows, _grid
+
+    logits, y, _, _ = large_problem
+    t = solve_continuous(logits, y, 0.05, 20.0).temperature
+    step = 0.0092  # (the default grid's spacing in log T)
+    grid = t * np.exp(step * (np.arange(-10, 11) + side * 0.45))
+    curvature = derivatives(logits[::20], y[::20], 1.0 / t)[2]
+    monkeypatch.setattr(
+        _grid, "warm_start", lambda *a: (1.0 / t, 1e-6 / t, curvature, 0)
+    )
+    windows = []
+    window = Rows.window
+
+    def spy(rows, temperatures, *a, **kw):
+        windows.append(len(temperatures))
+        return window(rows, temperatures, *a, **kw)
+
+    monkeypatch.setattr(Rows, "window", spy)
+    result = grid_search(logits, y, grid)
+    assert result.temperature in brute_force(logits, y, grid)
+    assert windows == [4]
+    assert result.n_passes <= 2  # (the window, and the tie's float64 values)
+
+
 # --------------------------------------------------------------------------
 # Steering: cubic-model steps, and per-block results folded in block order.
 

@@ -263,6 +263,17 @@ def _around(cand: NDArray, beta: float, newton_error: float, lean: bool = False)
     return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
 
 
+def _off_centre(cand: NDArray, beta: float, j: int) -> float:
+    """How far ``1/beta`` lies from ``cand[j]``, in units of the local
+    spacing of the candidates (in log T)."""
+    n_cand = cand.shape[0]
+    a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
+    if b == a:
+        return 0.0
+    step = math.log(cand[b] / cand[a]) / (b - a)
+    return abs(math.log(cand[j] * beta)) / step if step > 0 else 0.0
+
+
 def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     """Float32 windows of candidates, with proven bounds, until convexity
     excludes every candidate outside; then the rule on the ones left."""
@@ -272,7 +283,14 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     # A window from the subsample alone leans: any minimiser within half a
     # candidate spacing of its answer then lies strictly inside.
     j, lo, hi = _around(cand, beta, at.newton_error, lean=fused)
-    if at.newton_error >= 0.1 * spacing(cand, beta):
+    sharp = at.newton_error < 0.1 * spacing(cand, beta)
+    if not fused and sharp and _off_centre(cand, beta, j) > 0.3:
+        # A minimiser known to a tenth of a step, but past 0.3 of one from
+        # the nearest candidate, often ties it with the next within
+        # float32's bound; the window then needs that one's outer neighbour
+        # too (a candidate costs less than the read that would fetch it).
+        j, lo, hi = _around(cand, beta, at.newton_error, lean=True)
+    if not sharp:
         # After a float32 Newton step of some size, one more candidate on the
         # side of larger beta (smaller T): F'' usually falls as beta grows
         # (the forecasts sharpen), and Newton then stops short of the root

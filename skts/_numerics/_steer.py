@@ -20,6 +20,10 @@ from skts._numerics._compiled import kernel
 from skts._numerics._passes import Rows, Slopes
 from skts._numerics._steps import model_step, newton_beta, newton_from, newton_step
 
+# Newton steps on the warm start's sample at most (each a read of about 2**20
+# values; one in the usual case).
+_SAMPLE_STEPS = 8
+
 __all__ = ["float32_range", "one_read_bracket", "spacing", "warm_start"]
 
 
@@ -82,8 +86,9 @@ def warm_start(
     whole = sub.shape[0] >= n_samples
     # Newton first on every k-th row of the sample (about 2**14 values, at
     # least 64 rows) to 1%, then one step on every j-th row (about 2**17
-    # values), then one on the sample: each step starts within the sampling
-    # noise of the one before, where Newton converges quadratically.
+    # values), then steps on the sample (see below): each step starts within
+    # the sampling noise of the one before, where Newton converges
+    # quadratically.
 
     def sample_rows(logits, y, w) -> Rows:
         # (the fit's own threads: n_jobs=1 is one thread here too)
@@ -170,20 +175,30 @@ def warm_start(
         beta = beta0 if beta is None else beta
     else:
         beta, _ = newton_beta(deriv, lo, hi, beta0, rtol=1e-2)
-    # Then one Newton step on the whole sample, not evaluated: from within
-    # 1%, Newton's quadratic convergence leaves about 1e-4, a hundredth of the
-    # default grid's spacing.
+    # Then Newton steps on the whole sample, the last not evaluated: from
+    # within 1%, Newton's quadratic convergence leaves about 1e-4, a
+    # hundredth of the default grid's spacing, after one. The smaller
+    # samples may be far off, though (a few dozen wide rows of very
+    # confident logits put the first answer 40% away): the steps go on until
+    # what the last leaves (about 3 s**2 for a step of relative size s) is
+    # below a quarter of the standard error; else the windows would start
+    # many standard errors from the minimum and grow read by read.
     seen = seen_small if stride == 1 else {}
-    _, g, h = moments(sample, seen)(beta)
-    at = beta
-    stepped = newton_step(at, g, h, lo, hi)
-    beta = at if stepped is None else stepped
-    # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
-    _, mean_g, curvature, mean_g2 = seen[at]
-    sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
-    if not curvature > 0 or not np.isfinite(sd):
-        return beta, np.inf, curvature, edge
-    return beta, sd / (math.sqrt(sub.shape[0]) * curvature), curvature, edge
+    sample_deriv = moments(sample, seen)
+    for _ in range(_SAMPLE_STEPS):
+        _, g, h = sample_deriv(beta)
+        at = beta
+        stepped = newton_step(at, g, h, lo, hi)
+        beta = at if stepped is None else stepped
+        # Standard error of the root of the mean gradient: sd(g_i) / (sqrt(m) F'').
+        _, mean_g, curvature, mean_g2 = seen[at]
+        sd = math.sqrt(max(mean_g2 - mean_g * mean_g, 0.0))
+        if not curvature > 0 or not np.isfinite(sd):
+            return beta, np.inf, curvature, edge
+        se = sd / (math.sqrt(sub.shape[0]) * curvature)
+        if 3.0 * ((beta - at) / beta) ** 2 * beta <= 0.25 * se:
+            break
+    return beta, se, curvature, edge
 
 
 def one_read_bracket(
