@@ -255,22 +255,21 @@ def _around(cand: NDArray, beta: float, newton_error: float, lean: bool = False)
     j = min(j, n_cand - 1)
     half = 1
     if newton_error > 0.0 and n_cand > 2:
-        a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
-        step = math.log(cand[b] / cand[a]) / (b - a)
-        half = int(min(3, max(1, math.ceil(newton_error / step))))
+        half = int(min(3, max(1, math.ceil(newton_error / _log_step(cand, j)))))
     left_half = half + (lean and below)
     right_half = half + (lean and not below)
     return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
 
 
+def _log_step(cand: NDArray, j: int) -> float:
+    """The candidates' spacing in log T around ``cand[j]`` (0 for one)."""
+    a, b = max(j - 1, 0), min(j + 1, cand.shape[0] - 1)
+    return math.log(cand[b] / cand[a]) / (b - a) if b > a else 0.0
+
+
 def _off_centre(cand: NDArray, beta: float, j: int) -> float:
-    """How far ``1/beta`` lies from ``cand[j]``, in units of the local
-    spacing of the candidates (in log T)."""
-    n_cand = cand.shape[0]
-    a, b = max(j - 1, 0), min(j + 1, n_cand - 1)
-    if b == a:
-        return 0.0
-    step = math.log(cand[b] / cand[a]) / (b - a)
+    """How far ``1/beta`` lies from ``cand[j]``, in units of that spacing."""
+    step = _log_step(cand, j)
     return abs(math.log(cand[j] * beta)) / step if step > 0 else 0.0
 
 
