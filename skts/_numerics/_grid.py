@@ -239,9 +239,13 @@ def _reach(cand: NDArray, beta0: float, se: float) -> tuple[float, float]:
     return max(beta0 - reach, 1.0 / cand[-1]), min(beta0 + reach, 1.0 / cand[0])
 
 
-def _around(cand: NDArray, beta: float, newton_error: float, lean: bool = False):
+def _around(
+    cand: NDArray, beta: float, newton_error: float, lean_past: float = math.inf
+):
     """The candidate nearest to 1/beta (in log T), and a window's ends:
-    ``half`` neighbours on each side, one more on the side beta leans to.
+    ``half`` neighbours on each side, and one more on the side beta leans to
+    when 1/beta lies more than ``lean_past`` candidate spacings from the
+    nearest (``-inf``: always; ``inf``: never).
 
     The nearest candidate is the likely answer; a Newton step that may have
     missed it by more than a grid step gets a wider window (a wider first
@@ -253,9 +257,13 @@ def _around(cand: NDArray, beta: float, newton_error: float, lean: bool = False)
     if 0 < j < n_cand and math.log(cand[j] * beta) > -math.log(cand[j - 1] * beta):
         j, below = j - 1, False
     j = min(j, n_cand - 1)
+    step = _log_step(cand, j)
     half = 1
     if newton_error > 0.0 and n_cand > 2:
-        half = int(min(3, max(1, math.ceil(newton_error / _log_step(cand, j)))))
+        half = int(min(3, max(1, math.ceil(newton_error / step))))
+    # (how far 1/beta lies from cand[j], in units of the local spacing)
+    off = abs(math.log(cand[j] * beta)) / step if step > 0 else 0.0
+    lean = off > lean_past
     left_half = half + (lean and below)
     right_half = half + (lean and not below)
     return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
@@ -267,12 +275,6 @@ def _log_step(cand: NDArray, j: int) -> float:
     return math.log(cand[b] / cand[a]) / (b - a) if b > a else 0.0
 
 
-def _off_centre(cand: NDArray, beta: float, j: int) -> float:
-    """How far ``1/beta`` lies from ``cand[j]``, in units of that spacing."""
-    step = _log_step(cand, j)
-    return abs(math.log(cand[j] * beta)) / step if step > 0 else 0.0
-
-
 def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     """Float32 windows of candidates, with proven bounds, until convexity
     excludes every candidate outside; then the rule on the ones left."""
@@ -280,15 +282,14 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     beta, beta0, se, passes = at.beta, at.beta0, at.se, at.passes
     fused, pending = at.fused, None
     # A window from the subsample alone leans: any minimiser within half a
-    # candidate spacing of its answer then lies strictly inside.
-    j, lo, hi = _around(cand, beta, at.newton_error, lean=fused)
+    # candidate spacing of its answer then lies strictly inside. So does one
+    # around a minimiser known to a tenth of a step (sharp) but past 0.3 of
+    # one from the nearest candidate: that one and the next often tie within
+    # float32's bound, and the window then needs the next one's outer
+    # neighbour too (a candidate costs less than the read that would fetch it).
     sharp = at.newton_error < 0.1 * spacing(cand, beta)
-    if not fused and sharp and _off_centre(cand, beta, j) > 0.3:
-        # A minimiser known to a tenth of a step, but past 0.3 of one from
-        # the nearest candidate, often ties it with the next within
-        # float32's bound; the window then needs that one's outer neighbour
-        # too (a candidate costs less than the read that would fetch it).
-        j, lo, hi = _around(cand, beta, at.newton_error, lean=True)
+    lean_past = -math.inf if fused else 0.3 if sharp else math.inf
+    j, lo, hi = _around(cand, beta, at.newton_error, lean_past)
     if not sharp:
         # After a float32 Newton step of some size, one more candidate on the
         # side of larger beta (smaller T): F'' usually falls as beta grows
