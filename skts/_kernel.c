@@ -922,8 +922,10 @@ void skts_block(const skts_args *a, void *scratch) {
                 for (ptrdiff_t i = 0; i < r; i++) {
                     const double lse = ls[i];
                     v0[i] = gap[i] * beta + lse;
-                    v1[i] = (32.0 + run32 + log2k + 3.0 * spread[i] * beta +
-                             8.0 * lse) * (2.0 * unit32);
+                    /* (see Rows.window: S and log S are float64, so neither
+                       a float32 sum's nor a float32 log's error enters) */
+                    v1[i] = (8.0 + run32 + log2k + 3.0 * spread[i] * beta) *
+                            (2.0 * unit32);
                 }
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);

@@ -360,6 +360,39 @@ def test_window_bound_holds_against_high_precision(name, z, y, w):
     assert np.all(np.abs(est - np.array([float(v) for v in exact])) <= err)
 
 
+@pytest.mark.parametrize(
+    ("k", "scale"),
+    [(10, 4.0), (33, 30.0), (1000, 0.05), (1000, 6.0), (5000, 1.0)],
+    ids=["10-spread", "33-very-spread", "1000-flat", "1000-spread", "5000"],
+)
+def test_float32_window_bound_holds_row_by_row_and_counts_no_float32_log(k, scale):
+    # One row at a time (an average over rows would hide a row whose errors
+    # all fall one way), float32 logits, through both ways the kernel reads
+    # wide rows (maxima found by the read itself, and known from a previous
+    # read): the window's bound holds against 50-digit values, and it is the
+    # documented u (8 + r + log2 K + 3 E_p|u|), doubled, with no term in
+    # log S (flat rows of 1,000 classes have log S near 6.9: the first,
+    # NumPy, version's float32 sum and log counted 24 + 8 log S units more).
+    rng = np.random.default_rng(k)
+    ts = np.array([0.4, 1.0, 3.0])
+    run = 7.0 if k > 32 else 0.0
+    for i in range(4):
+        z = rng.normal(scale=scale, size=(1, k)).astype(np.float32)
+        y = np.array([i % k])
+        rows = Rows(z, y)
+        for read in range(2):  # (the second with the row's maxima known)
+            for t in ts:
+                est, err, _, _ = rows.window(np.array([t]))
+                exact, _ = rows.exact([t])
+                assert abs(est[0] - float(exact[0])) <= err[0]
+                d = z[0].astype(np.float64) - z[0].max()
+                p = np.exp(d / t) / np.exp(d / t).sum()
+                mean_abs_u = float(-(p * d).sum() / t)
+                documented = 2 * U32 * (8.0 + run + np.log2(k) + 3.0 * mean_abs_u)
+                slack = 1e-12 + 4e-38 * k + 1e-3 * documented
+                assert documented <= err[0] <= documented + slack
+
+
 def test_kernel_sums_do_not_depend_on_threads():
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(300_000, 10)).astype(np.float32)
@@ -722,14 +755,16 @@ def test_the_binary_window_uses_the_spread_it_is_given():
     betas = np.array([0.5, 2.0])
 
     def err(spread):
-        sums = _kernel.window(z, y, None, 500.0, betas, 1 / betas,
-                              first_spread=-1, spread=spread)
+        sums = _kernel.window(
+            z, y, None, 500.0, betas, 1 / betas, first_spread=-1, spread=spread
+        )
         return sums[0, :, 1]
 
     small = err(0.0)
     # scratch left full of other values by a wide, measuring call
-    _kernel.window(rng.normal(0, 50, (500, 2)), y, None, 500.0, betas,
-                   1 / betas, first_spread=0)
+    _kernel.window(
+        rng.normal(0, 50, (500, 2)), y, None, 500.0, betas, 1 / betas, first_spread=0
+    )
     assert np.array_equal(err(0.0), small)
     # and the bound grows with the spread it is told: 3 spread beta ulps per
     # row (the binary window is float64 arithmetic)
@@ -742,8 +777,23 @@ def test_the_binary_window_uses_the_spread_it_is_given():
 def test_window_takes_only_a_first_or_a_given_spread(first_spread):
     z = np.zeros((4, 3))
     with pytest.raises(ValueError, match="first_spread"):
-        _kernel.window(z, np.zeros(4, np.int64), None, 4.0, [1.0, 2.0],
-                       [1.0, 0.5], first_spread=first_spread)
+        _kernel.window(
+            z,
+            np.zeros(4, np.int64),
+            None,
+            4.0,
+            [1.0, 2.0],
+            [1.0, 0.5],
+            first_spread=first_spread,
+        )
     with pytest.raises(ValueError, match="spread must be finite"):
-        _kernel.window(z, np.zeros(4, np.int64), None, 4.0, [1.0], [1.0],
-                       first_spread=-1, spread=float("nan"))
+        _kernel.window(
+            z,
+            np.zeros(4, np.int64),
+            None,
+            4.0,
+            [1.0],
+            [1.0],
+            first_spread=-1,
+            spread=float("nan"),
+        )

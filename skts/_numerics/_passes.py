@@ -376,14 +376,18 @@ class Rows:
         Notes
         -----
         Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
-        ``S`` has a relative error of at most ``u * (8 + 24 + r + log2 K + 3
+        ``S`` has a relative error of at most ``u * (8 + r + log2 K + 3
         E_p|u|)`` (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
         polynomial: below 4.4u), the row sum (below ``log2 K`` float32 units for
         any ``K`` below 2**29 in float64, plus ``r = 7`` above 32 classes, whose
         rows add float32 runs of at most 8 positive terms per lane first), and
         the roundings of ``d``, ``beta``
         and their product, each amplified by ``|u_j|`` through the exponential.
-        ``log S``, in float64, adds far less than the 4 ulp counted. Exponents
+        ``log S``, in float64, adds an error of a few float64 units of itself,
+        far inside the float32 units counted. (The first, NumPy, version of
+        this read summed and took the log in float32, and counted ``24 u`` for
+        NumPy's pairwise sum and ``8 u log S`` for the log; neither applies to
+        the kernel's float64 ``S`` and ``log S``.) Exponents
         are clamped at -87 (float32 results stay normal): 1.7e-38 per class at
         most, inside the ``4e-38 K`` added per block. The
         bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
