@@ -1418,3 +1418,49 @@ def test_subnormal_candidates_follow_the_rule_on_the_command_line(tmp_path, spec
     assert r.returncode == 0, r.stderr
     assert "RuntimeWarning" not in r.stderr and "overflow" not in r.stderr
     assert _json(tmp_path / "c.json")["temperature"] == want
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_a_library_reports_as_its_own_error_still_interrupts(
+    files, tmp_path, monkeypatch, capsys, sig, code
+):
+    """A library may turn the signal's exception into one of its own (pybind11
+    makes a KeyboardInterrupt during a module's import, which scipy does
+    lazily, an ``ImportError: initialization failed``; CI saw a Ctrl-C end
+    ``skts apply`` with "reading the shards failed: initialization failed"
+    and exit 2). The command still exits 130 (143), with nothing written;
+    the same error without a signal stays an error."""
+    import signal
+
+    from skts.cli import _apply, _signals, main
+
+    folder, _, _ = files
+    assert main(["fit", "--logits", str(folder / "val.npy"), "--labels",
+                 str(folder / "val_y.npy"), "--out",
+                 str(tmp_path / "c.json")]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["apply", "--logits", str(folder / "test.npy"), "--calibration",
+            str(tmp_path / "c.json"), "--out", str(out / "p.npy")]
+
+    def import_interrupted(*a, **kw):
+        try:
+            os.kill(os.getpid(), getattr(signal, sig))
+        except (KeyboardInterrupt, _signals.Terminated):
+            raise ImportError("initialization failed") from None
+        raise AssertionError("the signal was not raised")
+
+    def import_failed(*a, **kw):
+        raise ImportError("initialization failed")
+
+    for load, want, message in (
+        (import_interrupted, code, "interrupted" if code == 130 else "terminated"),
+        (import_failed, 2, "reading the shards failed: initialization failed"),
+    ):
+        monkeypatch.setattr(_apply, "_load_logits", load)
+        capsys.readouterr()
+        assert main(args) == want
+        assert capsys.readouterr().err.strip().endswith(message)
+        assert list(out.iterdir()) == []
+    monkeypatch.undo()
+    assert main(args) == 0  # (no signal left over from the first run)

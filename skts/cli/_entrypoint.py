@@ -78,7 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--bootstrap must be between 0 and {MAX_BOOTSTRAP:,}; got "
                 f"{args.bootstrap:,}"
             )
-        code = int(args.func(args))
+        try:
+            code = int(args.func(args))
+        except Exception:
+            _signals.reraise()  # (an interrupt a library reported as its own error)
+            raise
         _signals.settle()  # a signal held since publishing: nothing stays
         return code
     except CLIError as exc:

@@ -40,6 +40,7 @@ class Terminated(BaseException):
 
 
 def _raise(signum, frame):
+    _state.raised = signum
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated
@@ -55,6 +56,7 @@ class _State:
         self.active = False
         self.held = False
         self.arrived = None  # a signal noted while deferred
+        self.raised = None  # a signal raised during the command
         self.published: list[str] = []
 
 
@@ -72,6 +74,7 @@ def catch():
         return None
     previous = _install(_raise)
     _state.active, _state.held, _state.arrived = True, False, None
+    _state.raised = None
     _state.published = []
     return previous
 
@@ -123,6 +126,16 @@ def settle() -> None:
     _raise_arrived()
 
 
+def reraise() -> None:
+    """Inside an ``except`` clause: if a signal was raised during the
+    command, raise its exception again (from the one being handled). A
+    library may turn the signal's exception into one of its own: pybind11
+    reports a KeyboardInterrupt during a module's import (scipy imports some
+    lazily, in Dask's tasks too) as ``ImportError: initialization failed``."""
+    if _state.raised is not None:
+        _raise(_state.raised, None)
+
+
 def release(previous) -> None:
     """Restore the handlers :func:`catch` replaced."""
     if previous is None:
@@ -130,5 +143,5 @@ def release(previous) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     _state.active = _state.held = False
-    _state.arrived = None
+    _state.arrived = _state.raised = None
     _state.published = []
