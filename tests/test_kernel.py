@@ -505,6 +505,33 @@ def test_every_kth_row_is_read_in_place_with_the_same_bits():
         assert np.array_equal(a[1], b[1])
 
 
+@pytest.mark.parametrize("k", [2, 10, 32, 40])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_subsample_is_a_contiguous_copy_of_its_rows(k, dtype, tmp_path):
+    # The warm start's subsample of rows the kernel cannot read in place
+    # (every k-th row at 32 classes or fewer) is copied row by row as one
+    # item each: the very rows, a plain contiguous aligned array that shares
+    # no memory with the data, from arrays and memory maps alike.
+    from skts._numerics._steer import subsample_rows
+
+    rng = np.random.default_rng(k)
+    n = 3001
+    z = rng.normal(scale=3.0, size=(n, k)).astype(dtype)
+    y = rng.integers(0, k, n)
+    w = rng.random(n)
+    np.save(tmp_path / "z.npy", z)
+    mapped = np.load(tmp_path / "z.npy", mmap_mode="r")
+    for data in (z, mapped):
+        for rows in (slice(0, n, 7), slice(5, n - 3, 2), subsample_rows(n, k)):
+            sub, sub_y, sub_w = Rows(data, y, w).subsample(rows)
+            assert type(sub) is np.ndarray and sub.dtype == dtype
+            assert sub.flags.c_contiguous and sub.flags.aligned
+            assert not np.shares_memory(sub, data)
+            assert np.array_equal(sub, z[rows])
+            assert np.array_equal(sub_y, y[rows]) and np.array_equal(sub_w, w[rows])
+    del mapped
+
+
 def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):
     # 5,000 x 10: the subsample would be the whole data set, so none is made
     # (no copy); and the compiled passes keep no scratch memory after a fit.

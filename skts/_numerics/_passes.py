@@ -445,9 +445,22 @@ class Rows:
     def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
         """The rows ``rows`` (a small subsample) as in-memory arrays."""
         w = self.sample_weight
-        return (
+        z = self.logits
+        if isinstance(z, np.ndarray) and z.flags.c_contiguous and z.size:
+            # Every k-th row of contiguous rows, each copied as one item (a
+            # row-sized void): NumPy's copy of a 2-D strided view loops over
+            # each row's few values, and took 1.6 to 1.8 times as long at
+            # 1,000,000 x 10 float32 (benchmarks/bench_subsample.py; 1 to 2
+            # ms of a 22 ms fit). The same values.
+            z = np.asarray(z)  # (a memory map's copy is a plain array)
+            whole = z.view(np.dtype((np.void, z.itemsize * z.shape[1])))
+            copied = whole.reshape(-1)[rows].copy().view(z.dtype)
+            sub = copied.reshape(-1, z.shape[1])
+        else:
             # A copy: the rows may be a reader's scratch block (Widened).
-            np.array(self.logits[rows], order="C"),
+            sub = np.array(z[rows], order="C")
+        return (
+            sub,
             np.asarray(self.y[rows]),
             None if w is None else np.asarray(w[rows]),
         )
