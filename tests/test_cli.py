@@ -797,6 +797,20 @@ def test_a_ctrl_c_at_any_moment_of_apply_exits_130_or_finishes(big_logits, tmp_p
     assert 130 in codes  # (the early signals did interrupt)
 
 
+def _fitted(files, tmp_path):
+    """A calibration fitted on the validation logits (``tmp_path / "c.json"``)
+    and an empty output folder: the files folder and that folder."""
+    from skts.cli import main
+
+    folder, _, _ = files
+    assert main(["fit", "--logits", str(folder / "val.npy"), "--labels",
+                 str(folder / "val_y.npy"), "--out",
+                 str(tmp_path / "c.json")]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    return folder, out
+
+
 @pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
 @pytest.mark.parametrize("when", ["publishing", "after publishing"])
 def test_a_signal_while_publishing_takes_every_output_back(
@@ -809,12 +823,7 @@ def test_a_signal_while_publishing_takes_every_output_back(
 
     from skts.cli import _apply, _outputs, main
 
-    folder, _, _ = files
-    assert main(["fit", "--logits", str(folder / "val.npy"), "--labels",
-                 str(folder / "val_y.npy"), "--out",
-                 str(tmp_path / "c.json")]) == 0
-    out = tmp_path / "out"
-    out.mkdir()
+    folder, out = _fitted(files, tmp_path)
     publish = _outputs._publish
 
     def publish_then_signal(tmp, path, force):
@@ -1434,12 +1443,7 @@ def test_a_signal_a_library_reports_as_its_own_error_still_interrupts(
 
     from skts.cli import _apply, _signals, main
 
-    folder, _, _ = files
-    assert main(["fit", "--logits", str(folder / "val.npy"), "--labels",
-                 str(folder / "val_y.npy"), "--out",
-                 str(tmp_path / "c.json")]) == 0
-    out = tmp_path / "out"
-    out.mkdir()
+    folder, out = _fitted(files, tmp_path)
     args = ["apply", "--logits", str(folder / "test.npy"), "--calibration",
             str(tmp_path / "c.json"), "--out", str(out / "p.npy")]
 
