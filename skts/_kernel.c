@@ -328,22 +328,6 @@ INLINE void column4_64(const double *restrict dj, ptrdiff_t r, double beta,
         s4[i] += ex3 * x;
     }
 }
-INLINE void column4_32(const float *restrict dj, ptrdiff_t r, float beta,
-                       double *restrict s, float *restrict f1,
-                       float *restrict f2, float *restrict f3,
-                       float *restrict f4) {
-    for (ptrdiff_t i = 0; i < r; i++) {
-        float x = dj[i] * beta;
-        x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-        const float e = skts_exp32(x);
-        const float ex = e * x, ex2 = ex * x, ex3 = ex2 * x;
-        s[i] += (double)e;
-        f1[i] += ex;
-        f2[i] += ex2;
-        f3[i] += ex3;
-        f4[i] += ex3 * x;
-    }
-}
 
 /* Row sums of e = exp(x), e x and e x x (moments 1; and e x^3, e x^4 with
    moments 4) with x = max(beta d, floor), in float64 arithmetic. Sums over
@@ -577,6 +561,70 @@ INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 /* d = z - m in float32, clamped as centre() does */
 INLINE float clamp32(float v) { return v < SKTS_F32_MIN ? SKTS_F32_MIN : v; }
 
+/* GROUP32(G, MOM): the classes j .. j + G - 1 of a class-major chunk (rows
+   r apart), row by row: their exponentials' float32 tree sum added to the
+   row's float64 S, and the moments (MOM: 0, 1, 2 or 4; e x, e x^2, e x^3,
+   e x^4) added to the float32 f1 .. f4 one class at a time, in class order
+   (the order of one class at a time over all rows: the same bits). */
+/* (class C's exponential eC and its x; with MOM, its moments into m1..m4) */
+#define CLASS32(C, MOM)                                                       \
+    float x##C = d##C[i] * beta;                                              \
+    x##C = x##C < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x##C;                 \
+    const float e##C = skts_exp32(x##C);                                      \
+    if ((MOM) >= 1) {                                                         \
+        const float ex = e##C * x##C;                                         \
+        m1 += ex;                                                             \
+        if ((MOM) >= 2) {                                                     \
+            const float ex2 = ex * x##C;                                      \
+            m2 += ex2;                                                        \
+            if ((MOM) == 4) {                                                 \
+                const float ex3 = ex2 * x##C;                                 \
+                m3 += ex3;                                                    \
+                m4 += ex3 * x##C;                                             \
+            }                                                                 \
+        }                                                                     \
+    }
+#define GROUP32_BODY(MOM, CLASSES, SUM)                                       \
+    for (ptrdiff_t i = 0; i < r; i++) {                                       \
+        float m1 = f1[i], m2 = f2[i];                                         \
+        float m3 = (MOM) == 4 ? f3[i] : 0.0f, m4 = (MOM) == 4 ? f4[i] : 0.0f;  \
+        CLASSES                                                               \
+        s[i] += (double)(SUM);                                                \
+        if ((MOM) >= 1) f1[i] = m1;                                           \
+        if ((MOM) >= 2) f2[i] = m2;                                           \
+        if ((MOM) == 4) f3[i] = m3, f4[i] = m4;                               \
+    }
+/* (restrict: more arrays than the vectoriser checks for overlap at run
+   time; G and MOM are constants where it is inlined) */
+INLINE void group32(const float *restrict d, ptrdiff_t r, float beta, int G,
+                    int MOM, double *restrict s, float *restrict f1,
+                    float *restrict f2, float *restrict f3,
+                    float *restrict f4) {
+    const float *d0 = d, *d1 = d + r, *d2 = d + 2 * r, *d3 = d + 3 * r;
+    if (G == 4) {
+        GROUP32_BODY(MOM, CLASS32(0, MOM) CLASS32(1, MOM) CLASS32(2, MOM)
+                     CLASS32(3, MOM), (e0 + e1) + (e2 + e3))
+    } else if (G == 2) {
+        GROUP32_BODY(MOM, CLASS32(0, MOM) CLASS32(1, MOM), e0 + e1)
+    } else {
+        (void)d1, (void)d2, (void)d3;
+        GROUP32_BODY(MOM, CLASS32(0, MOM), e0)
+    }
+}
+#define GROUP32(G, MOM) group32(d + j * r, r, beta, G, MOM, s, f1, f2, f3, f4);
+#define GROUP32_MOMENTS(G)                                                    \
+    {                                                                         \
+        if (moments == 4) {                                                   \
+            GROUP32(G, 4)                                                     \
+        } else if (moments == 2) {                                            \
+            GROUP32(G, 2)                                                     \
+        } else if (moments == 1) {                                            \
+            GROUP32(G, 1)                                                     \
+        } else {                                                              \
+            GROUP32(G, 0)                                                     \
+        }                                                                     \
+    }
+
 /* (zf, ld, mx: as in sums64; d = z - m in float32 then, clamped as
    centre() does) */
 INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
@@ -585,7 +633,8 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
                    const float *zf, ptrdiff_t ld, const double *mx) {
     /* The row sum S in float64 (its error enters the proven bounds: wide
        rows add runs of at most SKTS_RUN32 float32 terms, each run within
-       (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive); the
+       (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive;
+       narrow rows, groups of at most 4 classes, see GROUP32); the
        moments, which only steer or enter a bound with a safety factor of 2,
        in float32. moments: 0 (S only), 1 (and E[x]), 2 (and E[x^2]) or 4
        (and E[x^3], E[x^4]). */
@@ -593,35 +642,20 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
         for (ptrdiff_t i = 0; i < r; i++) s[i] = 0.0, f1[i] = f2[i] = 0.0f;
         if (moments == 4)
             for (ptrdiff_t i = 0; i < r; i++) f3[i] = f4[i] = 0.0f;
-        for (ptrdiff_t j = 0; j < k; j++) {
-            const float *dj = d + j * r;
-            if (moments == 4) {
-                column4_32(dj, r, beta, s, f1, f2, f3, f4);
-            } else if (moments == 2) {
-                for (ptrdiff_t i = 0; i < r; i++) {
-                    float x = dj[i] * beta;
-                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                    const float e = skts_exp32(x);
-                    const float ex = e * x;
-                    s[i] += (double)e;
-                    f1[i] += ex;
-                    f2[i] += ex * x;
-                }
-            } else if (moments == 1) {
-                for (ptrdiff_t i = 0; i < r; i++) {
-                    float x = dj[i] * beta;
-                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                    const float e = skts_exp32(x);
-                    s[i] += (double)e;
-                    f1[i] += e * x;
-                }
-            } else {
-                for (ptrdiff_t i = 0; i < r; i++) {
-                    float x = dj[i] * beta;
-                    x = x < SKTS_EXP32_FLOOR ? SKTS_EXP32_FLOOR : x;
-                    s[i] += (double)skts_exp32(x);
-                }
-            }
+        {
+            /* S adds the classes' exponentials in groups of g (4 from 8
+               classes, 2 from 4: a group's float32 tree sum is within
+               log2(g) <= log2 K - 1 units, the float64 sum of at most 8
+               groups adds below 1e-7 of one, inside the log2 K units the
+               window's bound counts for S); the moments take one class at a
+               time, in order. */
+            const int g = k >= 8 ? 4 : k >= 4 ? 2 : 1;
+            ptrdiff_t j = 0;
+            if (g == 4)
+                for (; j + 4 <= k; j += 4) GROUP32_MOMENTS(4)
+            if (g >= 2)
+                for (; j + 2 <= k; j += 2) GROUP32_MOMENTS(2)
+            for (; j < k; j++) GROUP32_MOMENTS(1)
         }
         for (ptrdiff_t i = 0; i < r; i++) s1[i] = f1[i], s2[i] = f2[i];
         if (moments == 4)

@@ -395,6 +395,69 @@ def test_float32_window_bound_holds_row_by_row_and_counts_no_float32_log(k, scal
                 assert documented <= err[0] <= documented + slack
 
 
+def _grouped_row_sum(e):
+    """The kernel's float32 row sum S of a narrow row's exponentials (at most
+    32 classes): groups of g classes (4 from 8 classes, 2 from 4, else 1),
+    each summed in float32 as a balanced tree, the groups added in float64
+    in class order. Also returns g."""
+    k = e.shape[0]
+    g = 4 if k >= 8 else 2 if k >= 4 else 1
+    s, j = 0.0, 0
+    for size in (4, 2, 1):
+        if size > g:
+            continue
+        while j + size <= k:
+            part = e[j : j + size]
+            if size == 4:
+                t = (part[0] + part[1]) + (part[2] + part[3])
+            elif size == 2:
+                t = part[0] + part[1]
+            else:
+                t = part[0]
+            s += float(np.float32(t))
+            j += size
+    return s, g
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 7, 8, 9, 10, 15, 16, 31, 32])
+def test_float32_row_sum_is_the_grouped_sum_within_its_units(k):
+    # A narrow row's exponentials are added in float32 groups (a balanced
+    # tree of 4 from 8 classes, of 2 from 4), the groups in float64: the
+    # window's estimate for a single row, gap * beta + log S, is that sum's
+    # (the sum emulated from the kernel's own exponentials; not the plain
+    # float64 sum, which differs for some rows), and the sum is within
+    # log2(g) + 1e-6 float32 units of the exact sum of the same
+    # exponentials, at most log2 K - 1 units: inside the log2 K that the
+    # window's bound counts for S.
+    rng = np.random.default_rng(k)
+    t = 0.8
+    beta32 = np.float32(1.0 / t)
+    differs = 0
+    for i in range(60):
+        z = rng.normal(scale=2.0, size=(1, k)).astype(np.float32)
+        y = np.array([i % k])
+        est = Rows(z, y).window(np.array([t])).estimate[0]
+        d = z[0] - z[0].max()  # float32, as the kernel centres
+        x = np.maximum(d * beta32, np.float32(-87.0))
+        e = _kernel._exp32(x)
+        s, g = _grouped_row_sum(e)
+        gap = float(z[0].max()) - float(z[0, y[0]])
+        want = gap * (1.0 / t) + float(_kernel._log64(np.array([s]))[0])
+        assert abs(est - want) <= 1e-15 * max(abs(want), 1.0)
+        plain = float(np.sum(e.astype(np.float64)))  # (numpy: pairwise)
+        sequential = 0.0
+        for v in e:
+            sequential += float(v)
+        differs += s != sequential
+        exact = sum(Fraction(float(v)) for v in e)
+        rel = abs(Fraction(s) - exact) / exact
+        assert rel <= (np.log2(g) + 1e-6) * Fraction(U32)
+        assert np.log2(g) <= np.log2(k) - 1 or g == 1
+        assert abs(plain - float(exact)) <= 1e-15 * float(exact)
+    if k >= 4:
+        assert differs > 0  # (the test tells the grouped sum from the plain one)
+
+
 def test_kernel_sums_do_not_depend_on_threads():
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(300_000, 10)).astype(np.float32)

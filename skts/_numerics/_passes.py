@@ -365,7 +365,9 @@ class Rows:
         """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
         One read of the data. The exponentials run in float32 (16 per vector
-        instruction), their row sums and everything per row in float64. Returns
+        instruction), their row sums in float64 (after float32 sums of groups
+        of at most 4 classes: see below) and everything else per row in
+        float64. Returns
         ``(estimate, bound)`` with ``|estimate - L| <= bound`` for the exact loss
         ``L``. The float64 reference values (``nll_many``, bit for
         bit) at the temperatures ``exact`` come from the same read, as a third
@@ -378,16 +380,20 @@ class Rows:
         Per row, with ``u_j = beta * d_j`` and ``S = sum_j exp(u_j)``, the float32
         ``S`` has a relative error of at most ``u * (8 + r + log2 K + 3
         E_p|u|)`` (``u = 2**-24``): 4 ulp per exponential (the kernel's float32
-        polynomial: below 4.4u), the row sum (below ``log2 K`` float32 units for
-        any ``K`` below 2**29 in float64, plus ``r = 7`` above 32 classes, whose
-        rows add float32 runs of at most 8 positive terms per lane first), and
+        polynomial: below 4.4u), the row sum (below ``log2 K`` float32 units:
+        in float64 for any ``K`` below 2**29; at 4 to 32 classes each group of
+        ``g`` classes, 4 from 8 classes and 2 from 4, is first added in float32
+        as a balanced tree, within ``log2 g <= log2 K - 1`` units, and at most
+        8 groups in float64 add below 1e-7 of one; plus ``r = 7`` above 32
+        classes, whose rows add float32 runs of at most 8 positive terms per
+        lane first), and
         the roundings of ``d``, ``beta``
         and their product, each amplified by ``|u_j|`` through the exponential.
         ``log S``, in float64, adds an error of a few float64 units of itself,
         far inside the float32 units counted. (The first, NumPy, version of
         this read summed and took the log in float32, and counted ``24 u`` for
         NumPy's pairwise sum and ``8 u log S`` for the log; neither applies to
-        the kernel's float64 ``S`` and ``log S``.) Exponents
+        the kernel's ``S`` and float64 ``log S``.) Exponents
         are clamped at -87 (float32 results stay normal): 1.7e-38 per class at
         most, inside the ``4e-38 K`` added per block. The
         bound is doubled for safety. ``E_p|u|`` decreases with ``beta``, so it is
