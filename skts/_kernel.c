@@ -561,11 +561,11 @@ INLINE void sums64_pair(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
 /* d = z - m in float32, clamped as centre() does */
 INLINE float clamp32(float v) { return v < SKTS_F32_MIN ? SKTS_F32_MIN : v; }
 
-/* GROUP32(G, MOM): the classes j .. j + G - 1 of a class-major chunk (rows
-   r apart), row by row: their exponentials' float32 tree sum added to the
-   row's float64 S, and the moments (MOM: 0, 1, 2 or 4; e x, e x^2, e x^3,
-   e x^4) added to the float32 f1 .. f4 one class at a time, in class order
-   (the order of one class at a time over all rows: the same bits). */
+/* group32: G classes of a class-major chunk (from d, rows r apart), row by
+   row: their exponentials' float32 tree sum added to the row's float64 S,
+   and the moments (MOM: 0, 1, 2 or 4; e x, e x^2, e x^3, e x^4) added to
+   the float32 f1 .. f4 one class at a time, in class order (the order of
+   one class at a time over all rows: the same bits). */
 /* (class C's exponential eC and its x; with MOM, its moments into m1..m4) */
 #define CLASS32(C, MOM)                                                       \
     float x##C = d##C[i] * beta;                                              \
@@ -611,19 +611,20 @@ INLINE void group32(const float *restrict d, ptrdiff_t r, float beta, int G,
         GROUP32_BODY(MOM, CLASS32(0, MOM), e0)
     }
 }
-#define GROUP32(G, MOM) group32(d + j * r, r, beta, G, MOM, s, f1, f2, f3, f4);
-#define GROUP32_MOMENTS(G)                                                    \
-    {                                                                         \
-        if (moments == 4) {                                                   \
-            GROUP32(G, 4)                                                     \
-        } else if (moments == 2) {                                            \
-            GROUP32(G, 2)                                                     \
-        } else if (moments == 1) {                                            \
-            GROUP32(G, 1)                                                     \
-        } else {                                                              \
-            GROUP32(G, 0)                                                     \
-        }                                                                     \
+/* group32 with the moments a read asks for (each call specialised) */
+INLINE void group32_moments(const float *d, ptrdiff_t r, float beta, int G,
+                            int moments, double *s, float *f1, float *f2,
+                            float *f3, float *f4) {
+    if (moments == 4) {
+        group32(d, r, beta, G, 4, s, f1, f2, f3, f4);
+    } else if (moments == 2) {
+        group32(d, r, beta, G, 2, s, f1, f2, f3, f4);
+    } else if (moments == 1) {
+        group32(d, r, beta, G, 1, s, f1, f2, f3, f4);
+    } else {
+        group32(d, r, beta, G, 0, s, f1, f2, f3, f4);
     }
+}
 
 /* (zf, ld, mx: as in sums64; d = z - m in float32 then, clamped as
    centre() does) */
@@ -634,7 +635,7 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
     /* The row sum S in float64 (its error enters the proven bounds: wide
        rows add runs of at most SKTS_RUN32 float32 terms, each run within
        (SKTS_RUN32 - 1) u32 of its exact sum, as the terms are positive;
-       narrow rows, groups of at most 4 classes, see GROUP32); the
+       narrow rows, groups of at most 4 classes, see group32); the
        moments, which only steer or enter a bound with a safety factor of 2,
        in float32. moments: 0 (S only), 1 (and E[x]), 2 (and E[x^2]) or 4
        (and E[x^3], E[x^4]). */
@@ -652,10 +653,13 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
             const int g = k >= 8 ? 4 : k >= 4 ? 2 : 1;
             ptrdiff_t j = 0;
             if (g == 4)
-                for (; j + 4 <= k; j += 4) GROUP32_MOMENTS(4)
+                for (; j + 4 <= k; j += 4)
+                    group32_moments(d + j * r, r, beta, 4, moments, s, f1, f2, f3, f4);
             if (g >= 2)
-                for (; j + 2 <= k; j += 2) GROUP32_MOMENTS(2)
-            for (; j < k; j++) GROUP32_MOMENTS(1)
+                for (; j + 2 <= k; j += 2)
+                    group32_moments(d + j * r, r, beta, 2, moments, s, f1, f2, f3, f4);
+            for (; j < k; j++)
+                group32_moments(d + j * r, r, beta, 1, moments, s, f1, f2, f3, f4);
         }
         for (ptrdiff_t i = 0; i < r; i++) s1[i] = f1[i], s2[i] = f2[i];
         if (moments == 4)
