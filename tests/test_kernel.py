@@ -456,6 +456,31 @@ def test_float32_row_sum_is_the_grouped_sum_within_its_units(k):
         assert differs > 0  # (the test tells the grouped sum from the sequential)
 
 
+@pytest.mark.parametrize("k", [2, 3, 5, 10, 17, 21, 32])
+def test_each_row_of_a_chunk_is_read_as_that_row_alone(k):
+    # Rows of at most 32 classes are read class-major: each chunk is
+    # transposed (four rows by four classes at a time where the vectors
+    # allow, the last rows one value at a time). With one row weighted 1 and
+    # the others 0, a read of all the rows is that row's value alone, which
+    # must be the row's own read, bit for bit, wherever the row lies: first,
+    # in a tile, in the last tile, or after the tiles (of 103 rows, 100 to
+    # 102).
+    rng = np.random.default_rng(k)
+    n = 103
+    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    y = rng.integers(0, k, n)
+    t = np.array([0.7, 1.3])
+    for i in (0, 1, 6, 50, 97, 99, 100, 101, 102):
+        w = np.zeros(n)
+        w[i] = 1.0
+        whole, alone = Rows(z, y, w), Rows(z[i : i + 1], y[i : i + 1])
+        assert whole.window(t).estimate.tolist() == alone.window(t).estimate.tolist()
+        assert (
+            whole.derivatives([0.9], "float32").tolist()
+            == alone.derivatives([0.9], "float32").tolist()
+        )
+
+
 def test_kernel_sums_do_not_depend_on_threads():
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(300_000, 10)).astype(np.float32)
