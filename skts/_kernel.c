@@ -117,16 +117,16 @@ INLINE void row_extremes(const void *z, int z_f32, ptrdiff_t r,
         for (ptrdiff_t j = 0; j < K; j++)                                     \
             for (ptrdiff_t i = 0; i < r; i++) t[j * r + i] = z[i * K + j];    \
         break;
+/* The class counts that get a copy of their own (CASE(K) for each) */
+#define NARROW_CASES(CASE)                                                    \
+    CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9)   \
+    CASE(10) CASE(11) CASE(12) CASE(13) CASE(14) CASE(15) CASE(16) CASE(20)   \
+    CASE(32)
 #define TRANSPOSE(NAME, TI, TO)                                               \
     INLINE void NAME(const TI *restrict z, TO *restrict t, ptrdiff_t r,       \
                      ptrdiff_t k) {                                           \
         switch (k) {                                                          \
-            TRANSPOSE_CASE(1) TRANSPOSE_CASE(2) TRANSPOSE_CASE(3)             \
-            TRANSPOSE_CASE(4) TRANSPOSE_CASE(5) TRANSPOSE_CASE(6)             \
-            TRANSPOSE_CASE(7) TRANSPOSE_CASE(8) TRANSPOSE_CASE(9)             \
-            TRANSPOSE_CASE(10) TRANSPOSE_CASE(11) TRANSPOSE_CASE(12)          \
-            TRANSPOSE_CASE(13) TRANSPOSE_CASE(14) TRANSPOSE_CASE(15)          \
-            TRANSPOSE_CASE(16) TRANSPOSE_CASE(20) TRANSPOSE_CASE(32)          \
+            NARROW_CASES(TRANSPOSE_CASE)                                      \
         default:                                                              \
             for (ptrdiff_t i = 0; i < r; i++)                                 \
                 for (ptrdiff_t j = 0; j < k; j++) t[j * r + i] = z[i * k + j];\
@@ -189,10 +189,7 @@ INLINE void transpose_tiles(const float *restrict z, float *restrict t,
 INLINE void transpose_f32_f32(const float *restrict z, float *restrict t,
                               ptrdiff_t r, ptrdiff_t k) {
     switch (k) {
-        TILES_CASE(2) TILES_CASE(3) TILES_CASE(4) TILES_CASE(5) TILES_CASE(6)
-        TILES_CASE(7) TILES_CASE(8) TILES_CASE(9) TILES_CASE(10)
-        TILES_CASE(11) TILES_CASE(12) TILES_CASE(13) TILES_CASE(14)
-        TILES_CASE(15) TILES_CASE(16) TILES_CASE(20) TILES_CASE(32)
+        NARROW_CASES(TILES_CASE)
     default:
         transpose_tiles(z, t, r, k);
     }
