@@ -14,6 +14,11 @@ the caches (as in a fit, where the input check has just streamed the whole
 array): ``numpy``, ``np.array(logits[rows], order="C")``; ``skts``,
 ``Rows(logits, y).subsample(rows)``, which copies each row as one item.
 Min and median milliseconds; both give the same values (checked).
+
+Then the whole warm start (``warm_start``: the copy and every read of the
+sample), unweighted and with sample weights, in the same alternation: its
+labels and weights are copied contiguous with the rows (every k-th value of
+them, read strided, was copied again by each of the sample's reads).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 import numpy as np
 
 from skts._numerics import Rows
-from skts._numerics._steer import subsample_rows
+from skts._numerics._steer import subsample_rows, warm_start
 
 
 def main() -> None:
@@ -41,6 +46,7 @@ def main() -> None:
     print("|---|---|---|---|")
     rng = np.random.default_rng(0)
     evict = np.ones((256 << 20) // 8)
+    starts: dict[str, list[str]] = {}
     for shape in args.shapes.split(","):
         n, k = (int(v) for v in shape.split("x"))
         z = rng.standard_normal((n, k)).astype(np.float32)
@@ -52,19 +58,36 @@ def main() -> None:
             "skts": lambda data=data, rows=rows: data.subsample(rows)[0],
         }
         assert np.array_equal(methods["numpy"](), methods["skts"]())
-        times: dict[str, list[float]] = {name: [] for name in methods}
-        for r in range(args.rounds):
-            order = list(methods) if r % 2 else list(methods)[::-1]
-            for name in order:
-                evict += 1.0
-                t = time.perf_counter()
-                methods[name]()
-                times[name].append((time.perf_counter() - t) * 1e3)
-        cells = [
-            f"{min(times[m]):.2f} / {statistics.median(times[m]):.2f}" for m in methods
-        ]
+        cells = _time_alternated(methods, args.rounds, evict)
         print(f"| {shape} | {len(range(n)[rows]):,} | {cells[0]} | {cells[1]} |")
+        weighted = Rows(z, y, rng.uniform(0.5, 1.5, n))
+        starts[shape] = _time_alternated(
+            {
+                "unweighted": lambda d=data: warm_start(d, 0.01, 100.0, 1.0),
+                "weighted": lambda d=weighted: warm_start(d, 0.01, 100.0, 1.0),
+            },
+            args.rounds,
+            evict,
+        )
+    print()
+    print("| shape | warm start ms (min / median) | weighted (min / median) |")
+    print("|---|---|---|")
+    for shape, cells in starts.items():
+        print(f"| {shape} | {cells[0]} | {cells[1]} |")
     print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+def _time_alternated(methods, rounds: int, evict) -> list[str]:
+    """Min and median milliseconds of each method, alternating which goes
+    first, each after the caches are evicted."""
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for r in range(rounds):
+        for name in list(methods) if r % 2 else list(methods)[::-1]:
+            evict += 1.0
+            t = time.perf_counter()
+            methods[name]()
+            times[name].append((time.perf_counter() - t) * 1e3)
+    return [f"{min(v):.2f} / {statistics.median(v):.2f}" for v in times.values()]
 
 
 if __name__ == "__main__":

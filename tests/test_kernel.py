@@ -456,18 +456,20 @@ def test_float32_row_sum_is_the_grouped_sum_within_its_units(k):
         assert differs > 0  # (the test tells the grouped sum from the sequential)
 
 
-@pytest.mark.parametrize("k", [2, 3, 5, 10, 17, 21, 32])
-def test_each_row_of_a_chunk_is_read_as_that_row_alone(k):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8, 10, 17, 21, 32])
+def test_each_row_of_a_chunk_is_read_as_that_row_alone(k, dtype):
     # Rows of at most 32 classes are read class-major: each chunk is
-    # transposed (four rows by four classes at a time where the vectors
-    # allow, the last rows one value at a time). With one row weighted 1 and
-    # the others 0, a read of all the rows is that row's value alone, which
-    # must be the row's own read, bit for bit, wherever the row lies: first,
-    # in a tile, in the last tile, or after the tiles (of 103 rows, 100 to
-    # 102).
+    # transposed (float32 to float32 four rows by four classes at a time
+    # where the vectors allow, the last rows one value at a time; to float64
+    # by the strided copy). With one row weighted 1 and the others 0, a read
+    # of all the rows is that row's value alone, which must be the row's own
+    # read, bit for bit, wherever the row lies: first, in a tile, in the last
+    # tile, or after the tiles (of 103 rows, 100 to 102); in float32 reads
+    # and float64 ones, of float32 and float64 logits.
     rng = np.random.default_rng(k)
     n = 103
-    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    z = rng.normal(scale=3.0, size=(n, k)).astype(dtype)
     y = rng.integers(0, k, n)
     t = np.array([0.7, 1.3])
     for i in (0, 1, 6, 50, 97, 99, 100, 101, 102):
@@ -475,10 +477,12 @@ def test_each_row_of_a_chunk_is_read_as_that_row_alone(k):
         w[i] = 1.0
         whole, alone = Rows(z, y, w), Rows(z[i : i + 1], y[i : i + 1])
         assert whole.window(t).estimate.tolist() == alone.window(t).estimate.tolist()
-        assert (
-            whole.derivatives([0.9], "float32").tolist()
-            == alone.derivatives([0.9], "float32").tolist()
-        )
+        for precision in ("float32", "float64"):
+            assert (
+                whole.derivatives([0.9], precision).tolist()
+                == alone.derivatives([0.9], precision).tolist()
+            )
+        assert whole.nll(t).tolist() == alone.nll(t).tolist()
 
 
 def test_kernel_sums_do_not_depend_on_threads():
@@ -597,7 +601,8 @@ def test_a_subsample_is_a_contiguous_copy_of_its_rows(k, dtype, tmp_path):
     # The warm start's subsample of rows the kernel cannot read in place
     # (every k-th row at 32 classes or fewer) is copied row by row as one
     # item each: the very rows, a plain contiguous aligned array that shares
-    # no memory with the data, from arrays and memory maps alike.
+    # no memory with the data, from arrays and memory maps alike; their
+    # labels and weights contiguous.
     from skts._numerics._steer import subsample_rows
 
     rng = np.random.default_rng(k)
@@ -615,7 +620,30 @@ def test_a_subsample_is_a_contiguous_copy_of_its_rows(k, dtype, tmp_path):
             assert not np.shares_memory(sub, data)
             assert np.array_equal(sub, z[rows])
             assert np.array_equal(sub_y, y[rows]) and np.array_equal(sub_w, w[rows])
+            # (labels and weights contiguous too: the kernel reads them in
+            # place on each of the warm start's reads)
+            assert sub_y.flags.c_contiguous and sub_w.flags.c_contiguous
     del mapped
+
+
+def test_a_readable_sample_is_a_view_with_contiguous_labels():
+    # Wide rows the kernel reads in place (every k-th row, rows ld apart):
+    # the warm start's sample is a view of the data, not a copy; its labels
+    # and weights are contiguous copies (else the kernel would copy them
+    # again on each of the sample's reads), with the very values.
+    from skts._numerics._steer import subsample_rows
+
+    rng = np.random.default_rng(0)
+    n, k = 50_000, 64
+    z = rng.normal(size=(n, k)).astype(np.float32)
+    y = rng.integers(0, k, n)
+    w = rng.random(n)
+    rows = subsample_rows(n, k)
+    assert rows.step > 1
+    sub, sub_y, sub_w = Rows(z, y, w).view(rows)
+    assert np.shares_memory(sub, z) and np.array_equal(sub, z[rows])
+    assert sub_y.flags.c_contiguous and np.array_equal(sub_y, y[rows])
+    assert sub_w.flags.c_contiguous and np.array_equal(sub_w, w[rows])
 
 
 def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):

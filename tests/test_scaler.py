@@ -180,6 +180,65 @@ def test_bad_sample_weight(sample_weight, match):
         TemperatureScaler().fit(logits, [0, 1, 1], sample_weight=sample_weight)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.float64])
+def test_label_and_weight_checks_name_the_first_bad_position(dtype):
+    # Whatever the labels' type (the extremes of narrow integers included)
+    # and wherever the bad labels or weights lie (several, or the last one
+    # alone), the in-memory checks and the Dask pieces' checks name the first
+    # bad position, and pass the same values once the bad ones are gone.
+    from skts._validation import check_chunk, check_class_indices, check_weights
+
+    rng = np.random.default_rng(3)
+    n, k = 5_000, 7
+    for trial in range(20):
+        y = rng.integers(0, k, n).astype(dtype)
+        w = rng.uniform(0, 2, n)
+        bad_y = np.sort(rng.choice(n, rng.integers(1, 4), replace=False))
+        if trial == 0:
+            bad_y[-1] = n - 1  # (the last label alone bad)
+            bad_y = bad_y[-1:]
+        low = np.iinfo(dtype).min if dtype != np.float64 else -1e20
+        high = np.iinfo(dtype).max if dtype != np.float64 else 1e20
+        for i in bad_y:
+            y[i] = rng.choice([v for v in (k, high, low, -1) if v < 0 or v >= k])
+        want = int(np.flatnonzero((y < 0) | (y >= k))[0])
+        with pytest.raises(ValueError, match=rf"got .* at position {want}\.$"):
+            check_class_indices(y, (n, k))
+        message = check_chunk(np.zeros((n, k)), y, None, 100, k)
+        assert message.endswith(f"at position {100 + want}."), message
+        good = np.where((y < 0) | (y >= k), 0, y).astype(dtype)
+        assert check_class_indices(good, (n, k)).tolist() == good.tolist()
+        assert check_chunk(np.zeros((n, k)), good, w, 0, k) is None
+
+        bad_w = np.sort(rng.choice(n, rng.integers(1, 4), replace=False))
+        for i in bad_w:
+            w[i] = rng.choice([-1.0, -np.inf, np.nan, np.inf, -1e-300])
+        w[bad_w[-1]] = -1.0  # (at least one finite negative weight)
+        want = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+        message = check_chunk(np.zeros((n, k)), good, w, 100, k)
+        assert message.endswith(f"at position {100 + want}."), message
+        negative = np.where(np.isfinite(w), w, 1.0)
+        want = int(np.flatnonzero(negative < 0)[0])
+        with pytest.raises(
+            ValueError, match=rf"non-negative; got .* at position {want}\.$"
+        ):
+            check_weights(negative, n)
+    # A weight that is bad without being negative (the smallest is fine).
+    for value in (np.inf, np.nan):
+        for i in (0, 2_500, n - 1):
+            w = np.ones(n)
+            w[i] = value
+            message = check_chunk(np.zeros((n, k)), np.zeros(n, int), w, 100, k)
+            assert message.endswith(f"got {value!r} at position {100 + i}."), message
+    # A positive sum: one positive weight anywhere is enough.
+    for i in (0, 2_500, n - 1):
+        w = np.zeros(n)
+        w[i] = 1e-300
+        assert check_weights(w, n) is w
+    with pytest.raises(ValueError, match="positive sum"):
+        check_weights(np.zeros(n), n)
+
+
 def test_predict_checks(data):
     logits, y = data
     from sklearn.exceptions import NotFittedError

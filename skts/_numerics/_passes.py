@@ -465,10 +465,12 @@ class Rows:
         else:
             # A copy: the rows may be a reader's scratch block (Widened).
             sub = np.array(z[rows], order="C")
+        # (labels and weights contiguous too: the kernel would copy every k-th
+        # value again on each of the warm start's reads)
         return (
             sub,
-            np.asarray(self.y[rows]),
-            None if w is None else np.asarray(w[rows]),
+            np.ascontiguousarray(self.y[rows]),
+            None if w is None else np.ascontiguousarray(w[rows]),
         )
 
     def readable(self) -> bool:
@@ -478,12 +480,17 @@ class Rows:
 
     def view(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None] | None:
         """The rows ``rows`` without a copy when the kernel reads them in
-        place (a view of every k-th row), else None."""
+        place (a view of every k-th row; their labels and weights are
+        copied), else None."""
         z = self.logits[rows]
         if not _readable(z):
             return None
         w = self.sample_weight
-        return z, self.y[rows], None if w is None else w[rows]
+        return (  # (the labels and weights copied: see subsample)
+            z,
+            np.ascontiguousarray(self.y[rows]),
+            None if w is None else np.ascontiguousarray(w[rows]),
+        )
 
     def moments(
         self, beta: float, *, facts: bool = False, higher: bool = False
