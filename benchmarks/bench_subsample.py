@@ -16,9 +16,9 @@ array): ``numpy``, ``np.array(logits[rows], order="C")``; ``skts``,
 Min and median milliseconds; both give the same values (checked).
 
 Then the whole warm start (``warm_start``: the copy and every read of the
-sample), unweighted and with sample weights, in the same alternation: its
-labels and weights are copied contiguous with the rows (every k-th value of
-them, read strided, was copied again by each of the sample's reads).
+sample), unweighted and with sample weights, in the same alternation
+(``Rows`` holds the sample's every k-th label and weight contiguous: read
+strided, they were copied again by each of the sample's reads).
 """
 
 from __future__ import annotations

@@ -625,8 +625,8 @@ class XpRows(Rows):
         w = self.w_host
         return (
             np.require(z, None, "CA"),
-            np.ascontiguousarray(self.y_host[rows]),  # (see Rows.subsample)
-            None if w is None else np.ascontiguousarray(w[rows]),
+            np.asarray(self.y_host[rows]),
+            None if w is None else np.asarray(w[rows]),
         )
 
 

@@ -601,8 +601,7 @@ def test_a_subsample_is_a_contiguous_copy_of_its_rows(k, dtype, tmp_path):
     # The warm start's subsample of rows the kernel cannot read in place
     # (every k-th row at 32 classes or fewer) is copied row by row as one
     # item each: the very rows, a plain contiguous aligned array that shares
-    # no memory with the data, from arrays and memory maps alike; their
-    # labels and weights contiguous.
+    # no memory with the data, from arrays and memory maps alike.
     from skts._numerics._steer import subsample_rows
 
     rng = np.random.default_rng(k)
@@ -620,30 +619,33 @@ def test_a_subsample_is_a_contiguous_copy_of_its_rows(k, dtype, tmp_path):
             assert not np.shares_memory(sub, data)
             assert np.array_equal(sub, z[rows])
             assert np.array_equal(sub_y, y[rows]) and np.array_equal(sub_w, w[rows])
-            # (labels and weights contiguous too: the kernel reads them in
-            # place on each of the warm start's reads)
-            assert sub_y.flags.c_contiguous and sub_w.flags.c_contiguous
     del mapped
 
 
-def test_a_readable_sample_is_a_view_with_contiguous_labels():
-    # Wide rows the kernel reads in place (every k-th row, rows ld apart):
-    # the warm start's sample is a view of the data, not a copy; its labels
-    # and weights are contiguous copies (else the kernel would copy them
-    # again on each of the sample's reads), with the very values.
+def test_rows_hold_their_labels_and_weights_contiguous():
+    # The warm start's sample (every k-th row, in place above 32 classes, a
+    # copy below) comes with every k-th label and weight: Rows holds them
+    # contiguous (else the kernel would copy them again on each read), the
+    # very values; contiguous ones as given, without a copy.
     from skts._numerics._steer import subsample_rows
 
     rng = np.random.default_rng(0)
-    n, k = 50_000, 64
-    z = rng.normal(size=(n, k)).astype(np.float32)
-    y = rng.integers(0, k, n)
-    w = rng.random(n)
-    rows = subsample_rows(n, k)
-    assert rows.step > 1
-    sub, sub_y, sub_w = Rows(z, y, w).view(rows)
-    assert np.shares_memory(sub, z) and np.array_equal(sub, z[rows])
-    assert sub_y.flags.c_contiguous and np.array_equal(sub_y, y[rows])
-    assert sub_w.flags.c_contiguous and np.array_equal(sub_w, w[rows])
+    for n, k in ((50_000, 64), (300_000, 10)):
+        z = rng.normal(size=(n, k)).astype(np.float32)
+        y = rng.integers(0, k, n)
+        w = rng.random(n)
+        rows = subsample_rows(n, k)
+        assert rows.step > 1
+        data = Rows(z, y, w)
+        assert np.shares_memory(data.y, y) and np.shares_memory(data.sample_weight, w)
+        got = data.view(rows) or data.subsample(rows)
+        assert (data.view(rows) is not None) == (k > 32)
+        sample = Rows(*got)
+        assert sample.y.flags.c_contiguous and sample.sample_weight.flags.c_contiguous
+        assert np.array_equal(sample.y, y[rows])
+        assert np.array_equal(sample.sample_weight, w[rows])
+        strided = Rows(z[rows], y[rows], None)
+        assert strided.y.flags.c_contiguous and np.array_equal(strided.y, y[rows])
 
 
 def test_small_data_is_its_own_warm_start_and_leaves_no_scratch(monkeypatch):

@@ -212,6 +212,11 @@ class Rows:
 
     def __init__(self, logits, y, sample_weight=None, n_jobs=None, *, keep_maxima=True):
         weights = normalised_weights(sample_weight)  # exact
+        # Labels and weights contiguous (a copy only if they are not): the
+        # kernel would copy strided ones again on each read (every k-th label
+        # of the warm start's sample, read six or seven times).
+        y = np.ascontiguousarray(y)
+        weights = None if weights is None else np.ascontiguousarray(weights)
         n_samples, n_classes = logits.shape
         self._set(
             logits, y, weights, weights_total(weights, n_samples, n_classes), n_jobs
@@ -465,12 +470,10 @@ class Rows:
         else:
             # A copy: the rows may be a reader's scratch block (Widened).
             sub = np.array(z[rows], order="C")
-        # (labels and weights contiguous too: the kernel would copy every k-th
-        # value again on each of the warm start's reads)
         return (
             sub,
-            np.ascontiguousarray(self.y[rows]),
-            None if w is None else np.ascontiguousarray(w[rows]),
+            np.asarray(self.y[rows]),
+            None if w is None else np.asarray(w[rows]),
         )
 
     def readable(self) -> bool:
@@ -480,17 +483,12 @@ class Rows:
 
     def view(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None] | None:
         """The rows ``rows`` without a copy when the kernel reads them in
-        place (a view of every k-th row; their labels and weights are
-        copied), else None."""
+        place (a view of every k-th row), else None."""
         z = self.logits[rows]
         if not _readable(z):
             return None
         w = self.sample_weight
-        return (  # (the labels and weights copied: see subsample)
-            z,
-            np.ascontiguousarray(self.y[rows]),
-            None if w is None else np.ascontiguousarray(w[rows]),
-        )
+        return z, self.y[rows], None if w is None else w[rows]
 
     def moments(
         self, beta: float, *, facts: bool = False, higher: bool = False

@@ -98,8 +98,8 @@ def warm_start(
         small = sub[::stride] if stride > 1 else sub
         small_rows = sample_rows(
             small if kernel.supports(small) else np.require(small, None, "CA"),
-            np.ascontiguousarray(sub_y[::stride]),  # (else copied each read)
-            None if sub_w is None else np.ascontiguousarray(sub_w[::stride]),
+            sub_y[::stride],
+            None if sub_w is None else sub_w[::stride],
         )
         if small_rows.sample_weight is not None and not small_rows.total > 0:
             small_rows = sample_rows(small_rows.logits, small_rows.y, None)
