@@ -180,7 +180,9 @@ def test_bad_sample_weight(sample_weight, match):
         TemperatureScaler().fit(logits, [0, 1, 1], sample_weight=sample_weight)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.float64])
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint8, np.int32, np.int64, ">i8", np.float64]
+)
 def test_label_and_weight_checks_name_the_first_bad_position(dtype):
     # Whatever the labels' type (the extremes of narrow integers included)
     # and wherever the bad labels or weights lie (several, or the last one
@@ -197,8 +199,9 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
         if trial == 0:
             bad_y[-1] = n - 1  # (the last label alone bad)
             bad_y = bad_y[-1:]
-        low = np.iinfo(dtype).min if dtype != np.float64 else -1e20
-        high = np.iinfo(dtype).max if dtype != np.float64 else 1e20
+        integer = np.dtype(dtype).kind in "iu"
+        low = np.iinfo(dtype).min if integer else -1e20
+        high = np.iinfo(dtype).max if integer else 1e20
         for i in bad_y:
             y[i] = rng.choice([v for v in (k, high, low, -1) if v < 0 or v >= k])
         want = int(np.flatnonzero((y < 0) | (y >= k))[0])
