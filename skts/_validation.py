@@ -491,8 +491,9 @@ def _first_outside(y: NDArray, n_classes: int) -> int | None:
 
     Reductions first, and masks only if they find a bad label: in a fit the
     labels come from memory after the logits (1,000,000 int64 labels with
-    cold caches: 0.3 ms for the largest of them read as unsigned, where a
-    negative label is larger than any class; 1.7 to 2.4 ms for the masks).
+    cold caches: 0.35 to 0.39 ms for the largest of them read as unsigned,
+    where a negative label is larger than any class; 1.8 to 2.1 ms for the
+    masks; ``benchmarks/bench_checks.py``).
     """
     if y.size == 0:
         return None
