@@ -29,6 +29,7 @@ from skts._array_api import (
     to_numpy,
 )
 from skts._numerics import F32_BLOCKS, blocks, default_temperatures, kernel_threads
+from skts._sklearn_compat import assert_all_finite
 
 __all__ = [
     "Layout",
@@ -525,26 +526,34 @@ def check_weights(sample_weight, n_samples: int) -> NDArray | None:
         return None
     if isinstance(sample_weight, Real):
         sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):  # (see check_logits)
-        sample_weight = check_array(
-            sample_weight,
-            ensure_2d=False,
-            dtype=np.float64,
-            input_name="sample_weight",
-            ensure_min_samples=0,
-        )
+    sample_weight = check_array(
+        sample_weight,
+        ensure_2d=False,
+        dtype=np.float64,
+        input_name="sample_weight",
+        ensure_min_samples=0,
+        ensure_all_finite=False,
+    )
+    # One minimum and one maximum decide every check when the weights pass
+    # (a NaN makes both NaN); scikit-learn's finiteness test and a mask run
+    # only when they fail, for the same messages in the same order.
+    w = sample_weight
+    lo, hi = (w.min(), w.max()) if w.size else (0, 0)
+    if not hi < np.inf or not lo > -np.inf:
+        with np.errstate(over="ignore", invalid="ignore"):  # (see check_logits)
+            assert_all_finite(sample_weight, input_name="sample_weight")
     if sample_weight.shape != (n_samples,):
         raise ValueError(
             f"sample_weight must have shape ({n_samples},); got {sample_weight.shape}."
         )
-    i = _first_bad_weight(sample_weight)  # (finite: checked above)
-    if i is not None:
+    if not lo >= 0:
+        i = _first_bad_weight(sample_weight)
         raise ValueError(
             f"sample_weight must be non-negative; got {float(sample_weight[i])!r} "
             f"at position {i}."
         )
     # (the largest weight, not the sum, which could overflow)
-    if not (sample_weight.size and sample_weight.max() > 0):
+    if not hi > 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros.")
     return sample_weight
 

@@ -188,6 +188,8 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
     # and wherever the bad labels or weights lie (several, or the last one
     # alone), the in-memory checks and the Dask pieces' checks name the first
     # bad position, and pass the same values once the bad ones are gone.
+    from sklearn.utils.validation import check_array
+
     from skts._validation import check_chunk, check_class_indices, check_weights
 
     rng = np.random.default_rng(3)
@@ -233,6 +235,18 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
             w[i] = value
             message = check_chunk(np.zeros((n, k)), np.zeros(n, int), w, 100, k)
             assert message.endswith(f"got {value!r} at position {100 + i}."), message
+    # In memory, a weight that is not finite gets scikit-learn's own message
+    # (before the shape's), whatever else is wrong with the weights.
+    for value in (np.inf, np.nan, -np.inf):
+        for i in (0, n - 1):
+            for size, other in ((n, 1.0), (n, -1.0), (n + 1, 1.0)):
+                w = np.full(size, other)
+                w[i] = value
+                with pytest.raises(ValueError) as ours:
+                    check_weights(w, n)
+                with pytest.raises(ValueError) as reference:
+                    check_array(w, ensure_2d=False, input_name="sample_weight")
+                assert str(ours.value) == str(reference.value)
     # A positive sum: one positive weight anywhere is enough.
     for i in (0, 2_500, n - 1):
         w = np.zeros(n)
