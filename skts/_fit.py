@@ -12,6 +12,7 @@ predictions. The estimators and the command line call these.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -21,6 +22,7 @@ from skts._array_api import XpRows, namespace, widen, xp_log_softmax, xp_softmax
 from skts._numerics import (
     Rows,
     SearchResult,
+    Unchecked,
     blocks,
     log_softmax,
     search_continuous,
@@ -33,6 +35,7 @@ from skts._validation import (
     check_class_indices,
     check_device_layout,
     check_device_logits,
+    check_finite,
     check_layout,
     check_logits,
     check_weights,
@@ -95,10 +98,17 @@ def rows_for(
         ignore_index=ignore_index,
         n_jobs=n_jobs,
     )
-    logits = check_logits(logits, warn_probabilities=True, stacklevel=5)
+    # The logits' finiteness test is left to the fit's reads: the first one
+    # of all the rows looks at every logit as it reads it (one read fewer;
+    # a logit that is not finite gets the test's own message before any read
+    # is used: skts._numerics.Unchecked).
+    logits = check_logits(logits, warn_probabilities=True, stacklevel=5, finite=False)
     y = check_class_indices(host_labels(y, None), logits.shape)
     sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
-    return Rows(logits, y, sample_weight, n_jobs)
+    unchecked = None
+    if isinstance(logits, np.ndarray):  # (half precision: tested by check_logits)
+        unchecked = Unchecked(partial(check_finite, logits), logits.shape[0])
+    return Rows(logits, y, sample_weight, n_jobs, unchecked=unchecked)
 
 
 _ROWS_ONLY = (

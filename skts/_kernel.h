@@ -246,6 +246,8 @@ typedef struct {
     double *mx_out;      /* where to write the block's row maxima, or NULL */
     double *span_out;    /* where to write the largest row range (max z -
                             min z, rounded to nearest) of the block, or NULL */
+    double *finite_out;  /* where to write 1 if every logit of the block is
+                            finite, 0 if one is not, or NULL (not looked at) */
     double *out;         /* this block's results */
     unsigned char *found; /* SKTS_SLOPES with facts: top, bottom, varies */
 } skts_args;

@@ -54,6 +54,7 @@ cdef extern from "_kernel.h" nogil:
         const double *mx_in
         double *mx_out
         double *span_out
+        double *finite_out
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
@@ -267,6 +268,8 @@ cdef class _Pass:
             a.mx_out = a.mx_out + row0
         if a.span_out != NULL:
             a.span_out = a.span_out + b
+        if a.finite_out != NULL:
+            a.finite_out = a.finite_out + b
         a.found = (self.found + 3 * b) if self.found != NULL else NULL
         if _labels_in_range(a.y, rows, self.k):
             skts_block(&a, scratch)
@@ -346,12 +349,13 @@ cdef _execute(_Pass p, int n_threads):
 
 cdef tuple _run(
     skts_args base, int width, logits, y, sample_weight, double total, betas,
-    temperatures, int n_threads, row_max, row_max_out, span_out,
+    temperatures, int n_threads, row_max, row_max_out, span_out, finite_out,
 ):
     """Per-block weighted sums of one read (one row per block): ``(sums,
     found)``, ``sums`` of shape ``(n_blocks, n_betas, width)`` and, with
     ``base.facts``, ``found`` of shape ``(n_blocks, 3)`` (top, bottom,
-    varies)."""
+    varies). ``finite_out``: one float64 per block, where each block writes
+    1 if its logits are all finite, else 0 (blocks not read: untouched)."""
     _check_logits(logits, True)
     cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
     cdef Py_ssize_t step = _rows_per_block(k)
@@ -429,6 +433,14 @@ cdef tuple _run(
             raise ValueError("span_out must be float64 of one value per block")
         span_v = span_out
         base.span_out = &span_v[0]
+    cdef double[::1] finite_v
+    base.finite_out = NULL
+    if finite_out is not None:
+        if (finite_out.shape != (n_blocks,) or finite_out.dtype != np.float64
+                or not finite_out.flags.aligned or not finite_out.flags.writeable):
+            raise ValueError("finite_out must be float64 of one value per block")
+        finite_v = finite_out
+        base.finite_out = &finite_v[0]
     cdef _Pass p = _Pass.__new__(_Pass)
     p.kind = _SUMS
     p.base = base
@@ -444,7 +456,7 @@ cdef tuple _run(
     p.out = &out_v[0, 0, 0]
     p.found = &found_v[0, 0] if facts else NULL
     p.keep = (logits, y_arr, w_arr, b_arr, t_arr, row_max, row_max_out,
-              span_out, out, found)
+              span_out, finite_out, out, found)
     _execute(p, n_threads)
     cdef int bad = p.bad
     if bad:
@@ -469,19 +481,22 @@ cdef skts_args _base(int mode):
 
 def nll(
     logits, y, sample_weight, double total, betas, temperatures, *,
-    int n_threads=1, row_max=None, row_max_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
 ):
     """Per-block weighted sums of the rows' losses at each temperature:
-    shape ``(n_blocks, n_temperatures, 1)``."""
+    shape ``(n_blocks, n_temperatures, 1)``. ``finite_out`` (every entry
+    point): one float64 per block, where each block writes 1 if its logits
+    are all finite, else 0."""
     cdef skts_args a = _base(NLL)
     return _run(a, 1, logits, y, sample_weight, total, betas, temperatures,
-                n_threads, row_max, row_max_out, None)[0]
+                n_threads, row_max, row_max_out, None, finite_out)[0]
 
 
 def slopes(
     logits, y, sample_weight, double total, betas, temperatures, *,
     bint moments=True, bint facts=False, bint pair=False, bint higher=False,
     int n_threads=1, row_max=None, row_max_out=None, span_out=None,
+    finite_out=None,
 ):
     """Per-block sums of ``(F, F', F'' / T**2, bound of F', |F'|)`` (two
     more with ``higher``: the rows' third and fourth derivatives), and with
@@ -493,13 +508,13 @@ def slopes(
     cdef skts_args a = _base(SLOPES)
     a.moments, a.facts, a.pair, a.higher = moments, facts, pair, higher
     return _run(a, 5 + 2 * higher, logits, y, sample_weight, total, betas,
-                temperatures, n_threads, row_max, row_max_out, span_out)
+                temperatures, n_threads, row_max, row_max_out, span_out, finite_out)
 
 
 def derivatives(
     logits, y, sample_weight, double total, betas, temperatures, *,
     bint single=False, bint second=True, bint facts=False, bint higher=False,
-    int n_threads=1, row_max=None, row_max_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
 ):
     """Per-block sums of ``(F, F', F'', mean g**2)`` at each beta (two more
     with ``higher``), float32 exponentials with ``single``; ``(sums,
@@ -507,13 +522,13 @@ def derivatives(
     cdef skts_args a = _base(DERIV)
     a.single, a.second, a.facts, a.higher = single, second, facts, higher
     return _run(a, 4 + 2 * higher, logits, y, sample_weight, total, betas,
-                temperatures, n_threads, row_max, row_max_out, None)
+                temperatures, n_threads, row_max, row_max_out, None, finite_out)
 
 
 def window(
     logits, y, sample_weight, double total, betas, temperatures, *,
     int first_spread=0, double spread=0.0, int deriv_at=-1,
-    int n_threads=1, row_max=None, row_max_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
 ):
     """Per-block float32 estimates of each loss and their proven error
     bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
@@ -530,7 +545,7 @@ def window(
     cdef skts_args a = _base(WINDOW)
     a.single, a.first_spread, a.spread, a.deriv_at = 1, first_spread, spread, deriv_at
     return _run(a, 4, logits, y, sample_weight, total, betas, temperatures,
-                n_threads, row_max, row_max_out, None)[0]
+                n_threads, row_max, row_max_out, None, finite_out)[0]
 
 
 def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):

@@ -38,6 +38,7 @@ __all__ = [
     "check_dask_logits",
     "check_device_layout",
     "check_device_logits",
+    "check_finite",
     "check_groups",
     "check_layout",
     "check_logits",
@@ -376,6 +377,7 @@ def check_logits(
     *,
     warn_probabilities: bool = False,
     stacklevel: int = 4,
+    finite: bool = True,
 ) -> NDArray:
     """2-D float32/float64 array of finite logits with >= 2 columns.
 
@@ -384,6 +386,10 @@ def check_logits(
     float32 block by block). Binary logits of shape ``(n,)`` or ``(n, 1)``
     are the logit of class 1: they become ``(0, d)``. With
     ``warn_probabilities``, probabilities passed as logits get a warning.
+    With ``finite=False`` a NumPy array is returned without its finiteness
+    test, which the caller makes (:func:`check_finite`: a fit's reads look
+    at every logit, see :func:`skts._fit.rows_for`); a
+    :class:`~skts._array_api.Widened` array is tested here as always.
     """
     if is_foreign(logits):
         logits = host_logits(logits, name)
@@ -423,6 +429,7 @@ def check_logits(
             ensure_min_samples=0,
             ensure_min_features=0,
             ensure_2d=False,
+            ensure_all_finite=finite,
         )
     if binary:
         d = arr.reshape(-1)
@@ -431,6 +438,13 @@ def check_logits(
     if warn_probabilities and not binary and _look_like_probabilities(arr):
         _warn_probabilities(name, stacklevel)
     return arr
+
+
+def check_finite(arr: NDArray, name: str = "logits") -> None:
+    """:func:`check_logits`' finiteness test (scikit-learn's, its message)
+    on a NumPy array it returned with ``finite=False``."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (see check_logits)
+        assert_all_finite(arr, input_name=name)
 
 
 def _warn_probabilities(name: str, stacklevel: int) -> None:

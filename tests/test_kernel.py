@@ -816,6 +816,56 @@ def test_each_block_writes_its_widest_row(k, dtype):
 
 
 @pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
+@pytest.mark.parametrize("k", [2, 3, 10, 33, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_block_says_whether_its_logits_are_all_finite(read, k, dtype):
+    # finite_out: 1 for a block whose logits are all finite, 0 for one with a
+    # NaN or an infinity anywhere (the last row and column included), as
+    # numpy finds block by block; rows ld apart (a value that is not finite
+    # between them is not the block's), and the row maxima known or not. The
+    # sums keep their bits.
+    rng = np.random.default_rng(k)
+    n = 400_000 // k + 7
+    z = rng.normal(size=(n, k)).astype(dtype)
+    y = rng.integers(0, k, n)
+    w = rng.uniform(0.5, 2.0, n)
+    step = max(1, _kernel.BLOCK_ELEMENTS // k)
+    starts = range(0, n, step)
+    args = (y, w, float(w.sum()), [0.5, 0.7], [2.0, 1 / 0.7], read)
+    plain = block_pass(z, *args)[0]
+    finite = np.full(len(starts), np.nan)
+    assert np.array_equal(block_pass(z, *args, finite_out=finite)[0], plain)
+    assert (finite == 1.0).all()
+
+    def layouts(a):
+        yield a
+        if k > 32:  # (rows ld apart: the NaN between them is never read)
+            padded = np.full((n, k + 5), np.nan, dtype=dtype)
+            padded[:, :k] = a
+            yield padded[:, :k]
+
+    for value in (np.nan, np.inf, -np.inf):
+        bad = z.copy()
+        rows = rng.choice(n, 3, replace=False)
+        cols = rng.integers(0, k, 3)
+        rows[0], cols[0] = n - 1, k - 1
+        bad[rows, cols] = value
+        want = np.array([np.isfinite(bad[i : i + step]).all() for i in starts], float)
+        assert 0 < want.sum() < len(want)
+        for view in layouts(bad):
+            options = [{}]
+            if k > 32 and dtype == np.float32:
+                options.append({"row_max": np.nanmax(bad, axis=1).astype(np.float64)})
+            for option in options:
+                finite = np.full(len(starts), np.nan)
+                block_pass(view, *args, finite_out=finite, **option)
+                assert np.array_equal(finite, want), (value, option)
+    for wrong in (np.zeros(len(starts) + 1), np.zeros(len(starts), np.float32)):
+        with pytest.raises(ValueError, match="finite_out"):
+            block_pass(z, *args, finite_out=wrong)
+
+
+@pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
 def test_every_entry_point_checks_the_shapes_it_is_given(read):
     # Memory safety is the kernel's own: a labels or weights array shorter
     # (or longer) than the logits, mismatched betas, a zero total, or logits

@@ -256,6 +256,82 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
         check_weights(np.zeros(n), n)
 
 
+@pytest.mark.parametrize("solver", ["grid", "continuous"])
+@pytest.mark.parametrize("k", [2, 10, 50])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_fit_finds_every_logit_that_is_not_finite(solver, k, dtype, monkeypatch):
+    # A fit leaves the logits' finiteness test to its reads (one read fewer):
+    # a NaN or an infinity anywhere (in the warm start's sample or not, in a
+    # row of weight zero, in a Fortran-ordered array read block by block, in
+    # 1-D binary logits, in data that are their own sample) gets
+    # scikit-learn's own message, check_array's, and leaves the estimator
+    # unfitted; the test runs once then, and never on finite logits.
+    from sklearn.utils.validation import check_array
+
+    import skts._fit
+    from skts._numerics import subsample_rows
+
+    tests = []
+    real = skts._fit.check_finite
+
+    def counted(arr, name="logits"):
+        tests.append(arr.shape)
+        real(arr, name)
+
+    monkeypatch.setattr(skts._fit, "check_finite", counted)
+    rng = np.random.default_rng(k)
+    n = 2_000_000 // k
+    z = (rng.normal(size=(n, k)) * 3).astype(dtype)
+    y = np.argmax(z + rng.gumbel(size=(n, k)) * 2, axis=1)
+    w = rng.uniform(0.5, 2.0, n)
+    TemperatureScaler(solver=solver).fit(z, y, sample_weight=w)
+    TemperatureScaler(solver=solver).fit(np.asfortranarray(z), y)
+    assert tests == []
+    expected = 0
+
+    def expect(logits, labels=y, **fit_params):
+        nonlocal expected
+        with pytest.raises(ValueError) as reference:
+            check_array(
+                logits,
+                dtype=[np.float64, np.float32],
+                input_name="logits",
+                ensure_2d=False,
+            )
+        scaler = TemperatureScaler(solver=solver)
+        with pytest.raises(ValueError) as ours:
+            scaler.fit(logits, labels, **fit_params)
+        assert str(ours.value) == str(reference.value)
+        assert not hasattr(scaler, "temperature_")
+        expected += 1
+        assert len(tests) == expected
+
+    inside = np.arange(n)[subsample_rows(n, k)]
+    outside = np.setdiff1d(np.arange(n), inside)
+    assert outside.size
+    for value in (np.nan, np.inf, -np.inf):
+        for row in (rng.choice(inside), rng.choice(outside), n - 1):
+            bad = z.copy()
+            bad[row, rng.integers(k)] = value
+            expect(bad)
+    row = rng.choice(outside)
+    bad = z.copy()
+    bad[row, 0] = np.inf
+    zero = w.copy()
+    zero[row] = 0.0
+    expect(bad, sample_weight=zero)
+    expect(np.asfortranarray(bad))
+    bad[rng.choice(inside), k - 1] = np.nan  # (and a NaN: that is named)
+    expect(bad)
+    small = z[:300].copy()  # (its own sample)
+    small[123, 0] = -np.inf
+    expect(small, y[:300])
+    if k == 2:
+        binary = (z[:, 1] - z[:, 0]).astype(dtype)
+        binary[rng.choice(outside)] = np.nan
+        expect(binary)
+
+
 def test_predict_checks(data):
     logits, y = data
     from sklearn.exceptions import NotFittedError

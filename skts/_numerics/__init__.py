@@ -75,7 +75,15 @@ from skts._numerics._compiled import kernel
 from skts._numerics._continuous import search_continuous, solve_continuous
 from skts._numerics._exact import HP_DIGITS, MAX_DIGITS, exact_part, exact_rule
 from skts._numerics._grid import grid_search, search_grid
-from skts._numerics._passes import Rows, Slopes, Window, derivatives, nll, nll_many
+from skts._numerics._passes import (
+    Rows,
+    Slopes,
+    Unchecked,
+    Window,
+    derivatives,
+    nll,
+    nll_many,
+)
 from skts._numerics._result import (
     BoundaryTemperatureWarning,
     SearchResult,
@@ -102,6 +110,7 @@ __all__ = [
     "SearchResult",
     "Slopes",
     "Stacked",
+    "Unchecked",
     "Window",
     "add",
     "blocks",

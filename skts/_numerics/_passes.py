@@ -51,6 +51,7 @@ from skts._numerics._threads import kernel_threads, map_blocks, python_threads
 __all__ = [
     "Rows",
     "Slopes",
+    "Unchecked",
     "Window",
     "combine_slopes",
     "combine_window",
@@ -196,6 +197,28 @@ def _window_total(arrays):
     return in_order(est), in_order(err), ref, in_order(gh)
 
 
+class Unchecked:
+    """The finiteness test of a fit's logits, left to the kernel's reads
+    (:func:`skts._fit.rows_for`): the input check's own test would read all
+    the logits once more before the fit's first read does.
+
+    ``test`` runs that test on all the logits (and raises its message). Every
+    compiled read of the rows, or of a sample of them, looks at each logit it
+    reads; one that finds a value not finite runs ``test``, so no read's
+    answer is used. The first read of all ``n_samples`` rows that finds them
+    finite settles it, and the later reads do not look.
+    """
+
+    def __init__(self, test, n_samples: int):
+        self.test, self.n_samples, self.settled = test, n_samples, False
+
+    def run(self) -> None:
+        """The input check's test on all the logits (it raises if one is not
+        finite); then nothing is left to look at."""
+        self.test()
+        self.settled = True
+
+
 class Rows:
     """The held-out rows as every read sees them (in memory, NumPy).
 
@@ -209,8 +232,19 @@ class Rows:
     # blocks in order whatever the pieces (the same bits), but the
     # high-precision evaluator adds one rounding per piece.
     n_parts = 1
+    # (None: the logits are known to be finite)
+    unchecked: Unchecked | None = None
 
-    def __init__(self, logits, y, sample_weight=None, n_jobs=None, *, keep_maxima=True):
+    def __init__(
+        self,
+        logits,
+        y,
+        sample_weight=None,
+        n_jobs=None,
+        *,
+        keep_maxima=True,
+        unchecked: Unchecked | None = None,
+    ):
         weights = normalised_weights(sample_weight)  # exact
         # Labels and weights contiguous (a copy only if they are not): the
         # kernel would copy strided ones again on each read (every k-th label
@@ -224,6 +258,7 @@ class Rows:
         # (the warm start's subsamples are read a few times only: no maxima)
         wanted = keep_maxima and _RowMaxima.wanted(logits)
         self._maxima = _RowMaxima(logits) if wanted else None
+        self.unchecked = unchecked
 
     @classmethod
     def piece(
@@ -593,6 +628,8 @@ class Rows:
 
     def exact_parts(self, temperatures, digits: int = HP_DIGITS):
         """:meth:`exact`'s weighted sums over the rows and their weight."""
+        if self.unchecked is not None and not self.unchecked.settled:
+            self.unchecked.run()  # (not the kernel: the test first)
         return exact_part(
             self.logits, self.y, self.sample_weight, self.total, temperatures, digits
         )
@@ -601,7 +638,25 @@ class Rows:
 
     def _pass(self, entry, betas, temperatures, **options):
         """One compiled read (``entry``: one of the kernel's entry points):
-        per-block sums, one row per block, and the facts if asked.
+        per-block sums, one row per block, and the facts if asked. While the
+        logits are not known to be finite (:class:`Unchecked`), the read
+        also looks at every logit it reads, and one that is not finite runs
+        the input check's test, which raises."""
+        unchecked = self.unchecked
+        if unchecked is None or unchecked.settled:
+            return self._read(entry, betas, temperatures, None, **options)
+        n_blocks = -(-self.n_samples // rows_per_block(self.n_classes))
+        finite = np.zeros(n_blocks)  # (1 where a block found them all finite)
+        out = self._read(entry, betas, temperatures, finite, **options)
+        if not finite.all():  # (or a block not read: the test decides)
+            unchecked.run()
+        elif self.n_samples == unchecked.n_samples:  # (all the rows)
+            unchecked.settled = True
+        return out
+
+    def _read(self, entry, betas, temperatures, finite, **options):
+        """:meth:`_pass`'s read; ``finite``: None, or one float64 per block
+        where the kernel writes whether the block's logits are all finite.
 
         Arrays the kernel cannot read in place (float16 blocks widened on the
         fly, strided views) are handed to it block by block, each block a
@@ -615,6 +670,8 @@ class Rows:
             maxima = self._maxima
             if maxima is not None:
                 options.update(maxima.options())
+            if finite is not None:
+                options["finite_out"] = finite
             out = entry(
                 logits, y, w, float(total), betas, temperatures,
                 n_threads=threads, **options,
@@ -630,10 +687,11 @@ class Rows:
             # (a contiguous, aligned copy: np.require, since ascontiguousarray
             # keeps a misaligned array as it is)
             z = np.require(z, np.float64 if z.dtype == np.float64 else np.float32, "CA")
-            # (each block's own span_out, gathered below like its sums)
-            own = None
-            if spans is not None:
-                own = np.full(-(-z.shape[0] // rows_per_block(n_classes)), np.inf)
+            # (each block's own span_out and finite_out, gathered below like
+            # its sums)
+            n_own = -(-z.shape[0] // rows_per_block(n_classes))
+            own = None if spans is None else np.full(n_own, np.inf)
+            own_finite = None if finite is None else np.zeros(n_own)
             out = entry(
                 z,
                 y[rows],
@@ -643,10 +701,11 @@ class Rows:
                 temperatures,
                 **options,
                 **({} if own is None else {"span_out": own}),
+                **({} if own_finite is None else {"finite_out": own_finite}),
                 n_threads=inner,
             )
             sums, found = out if isinstance(out, tuple) else (out, None)
-            return sums, found, own
+            return sums, found, own, own_finite
 
         # Where Python threads over blocks do not pay (few classes), one call
         # reads several blocks and the kernel's own threads share them: the
@@ -661,6 +720,8 @@ class Rows:
         found = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
         if spans is not None:
             spans[:] = np.concatenate([p[2] for p in parts])
+        if finite is not None:
+            finite[:] = np.concatenate([p[3] for p in parts])
         return sums, found
 
 

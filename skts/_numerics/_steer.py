@@ -91,8 +91,11 @@ def warm_start(
     # quadratically.
 
     def sample_rows(logits, y, w) -> Rows:
-        # (the fit's own threads: n_jobs=1 is one thread here too)
-        return Rows(logits, y, w, data.n_jobs, keep_maxima=False)
+        # (the fit's own threads: n_jobs=1 is one thread here too; and, as the
+        # data's reads, a look at every logit while they are not known finite)
+        return Rows(
+            logits, y, w, data.n_jobs, keep_maxima=False, unchecked=data.unchecked
+        )
 
     def every(stride: int) -> Rows:
         small = sub[::stride] if stride > 1 else sub
