@@ -105,10 +105,7 @@ def rows_for(
     logits = check_logits(logits, warn_probabilities=True, stacklevel=5, finite=False)
     y = check_class_indices(host_labels(y, None), logits.shape)
     sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
-    unchecked = None
-    if isinstance(logits, np.ndarray):  # (half precision: tested by check_logits)
-        unchecked = Unchecked(partial(check_finite, logits), logits.shape[0])
-    return Rows(logits, y, sample_weight, n_jobs, unchecked=unchecked)
+    return host_rows(logits, y, sample_weight, n_jobs=n_jobs, untested="logits")
 
 
 _ROWS_ONLY = (
@@ -172,11 +169,23 @@ def rows_of(logits, y, sample_weight=None, *, n_jobs=None) -> Rows:
     return Rows(logits, y, sample_weight, n_jobs)
 
 
-def host_rows(logits, y, sample_weight=None, *, n_jobs=None) -> Rows:
+def host_rows(logits, y, sample_weight=None, *, n_jobs=None, untested=None) -> Rows:
     """Rows of host arrays that are already checked (``check_logits``,
     ``check_class_indices``, ``check_weights``), or a reader of such rows
-    (anything with ``shape``, ``dtype`` and row slices)."""
-    return Rows(logits, y, sample_weight, n_jobs)
+    (anything with ``shape``, ``dtype`` and row slices).
+
+    ``untested``: when ``check_logits`` left out the finiteness test
+    (``finite=False``), the name its message gives the logits, or the test
+    itself (a function that raises if a logit is not finite): the fit's
+    reads then make it (:class:`skts._numerics.Unchecked`). Half-precision
+    arrays were tested by ``check_logits``.
+    """
+    unchecked = None
+    if callable(untested):
+        unchecked = Unchecked(untested, logits.shape[0])
+    elif untested is not None and isinstance(logits, np.ndarray):
+        unchecked = Unchecked(partial(check_finite, logits, untested), logits.shape[0])
+    return Rows(logits, y, sample_weight, n_jobs, unchecked=unchecked)
 
 
 def fit_temperature(

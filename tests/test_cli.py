@@ -1468,3 +1468,51 @@ def test_a_signal_a_library_reports_as_its_own_error_still_interrupts(
         assert list(out.iterdir()) == []
     monkeypatch.undo()
     assert main(args) == 0  # (no signal left over from the first run)
+
+
+def test_fit_leaves_the_finiteness_test_to_its_reads(tmp_path, capsys, monkeypatch):
+    # `skts fit` on a file leaves the logits' finiteness test to the fit's
+    # reads (one read of the file fewer): finite logits never run it; a NaN
+    # or an infinity outside the warm start's sample, in a memory-mapped
+    # file, still gives the check's one-line message and writes nothing.
+    import skts._validation
+    from skts._numerics import subsample_rows
+
+    tests = []
+    real = skts._validation.check_finite
+
+    def counted(arr, name="logits"):
+        tests.append(name)
+        real(arr, name)
+
+    monkeypatch.setattr(skts._validation, "check_finite", counted)
+    rng = np.random.default_rng(5)
+    n, k = 300_000, 10
+    z = (rng.normal(size=(n, k)) * 3).astype(np.float32)
+    y = np.argmax(z + rng.gumbel(size=(n, k)) * 2, axis=1)
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "z.npy", z)
+    args = ("fit", "--logits", tmp_path / "z.npy", "--labels", tmp_path / "y.npy")
+    code, out = main_in_process(capsys, *args, "--out", tmp_path / "ok.json")
+    assert code == 0, out.err
+    assert json.loads((tmp_path / "ok.json").read_text())["temperature"] == (
+        TemperatureScaler().fit(z, y).temperature_
+    )
+    assert tests == []
+    outside = np.setdiff1d(np.arange(n), np.arange(n)[subsample_rows(n, k)])
+    path = str(tmp_path / "bad.npy")
+    for value, words in ((np.nan, "NaN"), (-np.inf, "infinity or a value too large")):
+        bad = z.copy()
+        bad[rng.choice(outside), rng.integers(k)] = value
+        np.save(path, bad)
+        out_file = tmp_path / "bad.json"
+        bad_args = (*args[:2], path, *args[3:], "--out", out_file)
+        code, out = main_in_process(capsys, *bad_args)
+        assert code == 2
+        # (the line the check at load gave: no trailing full stop)
+        assert out.err.strip().splitlines() == [
+            f"skts fit: error: Input logits file {path!r} contains {words}"
+            + ("" if value != value else " for dtype('float32')")
+        ], out.err
+        assert not out_file.exists()
+    assert len(tests) == 2

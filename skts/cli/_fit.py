@@ -29,6 +29,7 @@ from skts.cli._inputs import (
     _load_pair,
     _scheduler,
     _tolerance,
+    finiteness_test,
     parse_temperatures,
 )
 from skts.cli._outputs import _atomic_outputs, _check_out_suffix, _check_outputs
@@ -144,7 +145,9 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError("--groups needs the rows in memory; not available with shards")
     by_group = {}
     with _scheduler(args.scheduler), _dask_errors("reading the shards"):
-        y, logits, _, _ = _load_pair(args)
+        # (the fit's reads test the logits' finiteness: one read fewer; the
+        # groups' fits read subsets, so their logits are tested first)
+        y, logits, _, _ = _load_pair(args, finite=bool(args.groups))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", BoundaryTemperatureWarning)
             options = {"solver": args.solver, "tol": args.tol}
@@ -155,7 +158,11 @@ def main(args: argparse.Namespace) -> int:
                 result = _fit_lib.fit_temperature(rows, temperatures, **options)
             else:
                 with progress(logits.shape[0], "fit") as bar:
-                    rows = _fit_lib.host_rows(_Counted(logits, bar, "fit"), y)
+                    rows = _fit_lib.host_rows(
+                        _Counted(logits, bar, "fit"),
+                        y,
+                        untested=finiteness_test(logits, args.logits),
+                    )
                     result = _fit_lib.fit_temperature(rows, temperatures, **options)
         metrics = _report_pair(
             logits,

@@ -285,7 +285,10 @@ def _load_logits(
     lazy: bool = False,
     warn: bool = True,
     class_axis: int = 1,
+    finite: bool = True,
 ):
+    """The logits at ``path``, checked (``finite=False``: all but their
+    finiteness, which a fit's reads test, see ``host_rows``)."""
     if lazy or _is_shards(path):
         arr = _load_lazy(path, "logits")
         if arr.ndim != 2 or arr.dtype.kind not in "fiu":
@@ -313,7 +316,7 @@ def _load_logits(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             arr = _validation.check_logits(
-                arr, name=f"logits file {path!r}", warn_probabilities=warn
+                arr, name=logits_name(path), warn_probabilities=warn, finite=finite
             )
     except ValueError as exc:
         raise CLIError(str(exc).rstrip(".")) from None
@@ -383,16 +386,39 @@ def _load_labels(
     return y, logits, keep
 
 
-def _load_pair(args):
+def logits_name(path: str) -> str:
+    """The logits at ``path`` as the checks' messages name them."""
+    return f"logits file {path!r}"
+
+
+def finiteness_test(logits, path: str):
+    """The finiteness test of logits loaded with ``finite=False``, for a fit's
+    reads to run (``host_rows(..., untested=...)``): the check's message as
+    a one-line error; None for logits already tested (half precision)."""
+    if not isinstance(logits, np.ndarray):
+        return None
+
+    def test() -> None:
+        try:
+            _validation.check_finite(logits, logits_name(path))
+        except ValueError as exc:
+            raise CLIError(str(exc).rstrip(".")) from None
+
+    return test
+
+
+def _load_pair(args, finite: bool = True):
     """The logits and labels ``fit`` and ``report`` read (``--logits``,
     ``--key``, ``--labels``, ``--labels-key``, ``--class-axis``,
     ``--ignore-index``, lazily under ``--scheduler``): ``(labels, logits,
-    keep, rows)``, ``rows`` the logits' rows before ``--ignore-index``."""
+    keep, rows)``, ``rows`` the logits' rows before ``--ignore-index``
+    (``finite``: as in ``_load_logits``)."""
     logits = _load_logits(
         args.logits,
         args.key,
         lazy=args.scheduler is not None,
         class_axis=args.class_axis,
+        finite=finite,
     )
     rows = logits.shape[0]
     y, logits, keep = _load_labels(
