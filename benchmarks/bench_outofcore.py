@@ -27,9 +27,9 @@ interleaved, each in a fresh process:
 Each run is **cold** (the files' pages dropped from the page cache first,
 ``posix_fadvise(POSIX_FADV_DONTNEED)``: no privilege needed) or **warm**
 (read once just before). It reports wall time (min and median), the reads
-of the data (computations: on Dask the input check, which also copies the
-warm start's subsample, then the search's passes; in memory the search's
-passes, the first of which tests the logits' finiteness), the time and bandwidth
+of all the data (the search's passes, the first of which checks the inputs
+as it reads them; on Dask a computation before them reads only the warm
+start's subsample and the weights), the time and bandwidth
 per read, and its share of the sequential read's bandwidth in the same
 cache state; for the cluster, the
 tasks' number and mean compute time, and the share of the wall time the
@@ -168,7 +168,10 @@ else:
     if mode == "threads":
         with Count():
             seconds, result = run_fit(z, y, DaskRows)
-        out["computations"] = count[0]
+        # (the warm start's sample, which reads only its rows, then the
+        # search's passes, each a read of all the data)
+        assert count[0] == 1 + result.n_passes, count[0]
+        out["computations"] = result.n_passes
     else:
         from distributed import Client, LocalCluster
         import psutil
@@ -197,9 +200,10 @@ else:
             out["tasks"] = len(compute)
             out["task_seconds"] = sum(compute)
             out["peak_mib"] = sorted(c.run(read_peak).values())
-            # Computations: validation (which copies the warm start's
-            # subsample) + the search's passes.
-            out["computations"] = 1 + result.n_passes
+            # Reads of all the data: the search's passes (the computation
+            # before them reads only the warm start's sample: the first
+            # pass checks the inputs as it reads them).
+            out["computations"] = result.n_passes
 if mode != "cluster":
     out["peak_mib"] = [here.skts_peak]
 out["seconds"] = seconds

@@ -22,6 +22,7 @@ import pickle
 import sys
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 import dask
 import dask.array as da
@@ -33,6 +34,7 @@ from skts._numerics import (
     HP_DIGITS,
     Rows,
     Stacked,
+    Unchecked,
     add,
     blocks,
     fold,
@@ -43,7 +45,12 @@ from skts._numerics import (
     weight_exponent,
     weight_part,
 )
-from skts._validation import check_chunk, check_dask_logits, check_piece
+from skts._validation import (
+    check_chunk,
+    check_chunk_labels,
+    check_dask_logits,
+    check_piece,
+)
 
 __all__ = [
     "DaskRows",
@@ -192,37 +199,79 @@ def _assemble(declared: _Declared, chunks: list) -> NDArray:
     return np.asarray(chunks[0]) if len(chunks) == 1 else np.concatenate(chunks)
 
 
-def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int, picked: slice) -> dict:
-    """Validation of one piece (:func:`skts._validation.check_piece` and
-    :func:`~skts._validation.check_chunk`), whether a row of positive weight
-    varies, the largest weight, and the piece's rows of the warm start's
-    subsample ``picked`` (copies)."""
+def _chunk_stats(z, y, w, start: int, stop: int, n_classes: int) -> dict:
+    """The whole check of one piece (:func:`skts._validation.check_piece` and
+    :func:`~skts._validation.check_chunk`), and whether a row of positive
+    weight varies: what decides a message once a read found a problem (and
+    whether every row is flat, when the warm start's sample is)."""
     z = np.asarray(z)
     y = np.asarray(y)
     w = None if w is None else np.asarray(w, dtype=np.float64)
     error = check_piece(z, y, w, start, stop, n_classes)
     out: dict = {"error": error or check_chunk(z, y, w, start, n_classes)}
-    out.update(varies=False, top=0.0)
-    if out["error"] is not None:
-        return out
+    out["varies"] = out["error"] is None and _varies(z, w)
+    return out
+
+
+def _varies(z: NDArray, w: NDArray | None) -> bool:
+    """Whether a row of positive weight is not flat (almost always one in
+    the first block: the look stops there)."""
+    live = np.ones(z.shape[0], dtype=bool) if w is None else w > 0
+    for rows in blocks(z.shape[0], z.shape[1]):
+        block = z[rows]
+        if np.any((block.max(axis=1) > block.min(axis=1)) & live[rows]):
+            return True
+    return False
+
+
+def _sample_part(z, y, w, start: int, stop: int, n_classes: int, picked: slice):
+    """One piece's rows of the warm start's subsample ``picked`` (copies,
+    which the driver checks) and its largest weight; None if the piece is not
+    what the arrays declare or a weight is refused (the whole check then
+    names the problem). Of mapped shards, only the sample's pages are read."""
+    z, y = np.asarray(z), np.asarray(y)
+    w = None if w is None else np.asarray(w, dtype=np.float64)
+    if check_piece(z, y, w, start, stop, n_classes) is not None:
+        return None
+    top = None
+    if w is not None:
+        top = float(w.max())
+        if not (float(w.min()) >= 0 and top < np.inf):
+            return None
     # (every picked.step-th row from picked.start, those of this piece)
     first = max(picked.start, start)
     first += -(first - picked.start) % picked.step
     local = slice(
         first - start, max(min(picked.stop, stop), first) - start, picked.step
     )
-    out["sample"] = tuple(None if a is None else np.array(a[local]) for a in (z, y, w))
-    live = np.ones(z.shape[0], dtype=bool)
-    if w is not None:
-        out["top"] = float(w.max())
-        live = w > 0
-    # Almost always the first block has a row that varies: stop there.
-    for rows in blocks(z.shape[0], z.shape[1]):
-        block = z[rows]
-        if np.any((block.max(axis=1) > block.min(axis=1)) & live[rows]):
-            out["varies"] = True
-            break
-    return out
+    mapped = _mapping(z)  # (mapped shards: the task's own mapping)
+    if mapped is not None and hasattr(mmap, "MADV_RANDOM"):
+        # Each fault of a file not in the page cache would read around its
+        # page up to the disk's read-ahead (8 MiB on the CI machine): nearly
+        # the whole file for every k-th row, one fault at a time.
+        mapped.madvise(mmap.MADV_RANDOM)
+    return tuple(None if a is None else np.array(a[local]) for a in (z, y, w)), top
+
+
+def _mapping(z: NDArray) -> mmap.mmap | None:
+    """The mapping an array is a view of, or None."""
+    base = z
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+class _Found(Exception):
+    """A piece's problem, found by its first read (the message)."""
+
+
+def _test(z, y, w, start: int, n_classes: int) -> None:
+    """The whole check of a piece whose read found a logit not finite."""
+    found = check_chunk(z, y, w, start, n_classes)
+    if found is not None:
+        raise _Found(found)
 
 
 def _weight_sums(z, y, w, exponent: int, n_classes: int) -> list[float]:
@@ -318,32 +367,51 @@ def _lazy_call(func, packed: _Opaque, zc, yc, wc):
     return func(*parts, *args)
 
 
-def _run(z, y, w, start, stop, row_max, n_classes, parts, exponent, total, *args):
+def _run(
+    z, y, w, start, stop, row_max, check, n_classes, parts, exponent, total, *args
+):
     """One piece of one read: ``parts`` (one of ``Rows``' ``*_parts``
     methods) on the piece's rows, in memory, on one thread; ``row_max``: the
     piece's row maxima found by an earlier read, or None. The piece's arrays
     are checked against the shapes the Dask arrays declare at every read (a
-    chunk computed again may differ from the one validated).
+    chunk computed again may differ from the one validated). With ``check``
+    (the fit's first read of all the rows) the labels and weights are
+    checked before the kernel reads them, and the kernel looks at every
+    logit it reads (:class:`~skts._numerics.Unchecked`): a problem is
+    returned, not raised, so that the driver names the first in row order.
 
-    Returns the per-block results and the row maxima this read found (None
-    if it was given them or found none)."""
+    Returns the per-block results, the row maxima this read found (None if
+    it was given them or found none), and the piece's problem (None)."""
     z, y = np.asarray(z), np.asarray(y)
     error = check_piece(z, y, w, start, stop, n_classes)
+    unchecked = None
+    if error is None and check:
+        given = (z, y, None if w is None else np.asarray(w, dtype=np.float64))
+        if check_chunk_labels(*given[1:], start, n_classes) is not None:
+            error = check_chunk(*given, start, n_classes)  # (the logits' first)
+        unchecked = Unchecked(partial(_test, *given, start, n_classes), len(z))
     if error is not None:
+        if check:
+            return None, None, error
         raise ValueError(error)
     y = y.astype(np.intp, copy=False)
     if w is not None:
         w = scaled_weights(w, exponent)
-    rows = Rows.piece(np.asarray(z), y, w, total, n_jobs=1, row_max=row_max)
+    rows = Rows.piece(
+        np.asarray(z), y, w, total, n_jobs=1, row_max=row_max, unchecked=unchecked
+    )
     # The per-block results, what the driver folds, stacked: a few arrays.
     # Sent as a list, each small array of each block (a piece has hundreds of
     # blocks, thousands with long rows) was a message part of its own, and
     # decoding them kept the driver busy longer than the workers took to
     # compute. Other results (a few per piece) as one pickled buffer.
-    got = parts(rows, *args)
+    try:
+        got = parts(rows, *args)
+    except _Found as found:
+        return None, None, str(found)
     if not isinstance(got, (np.ndarray, Stacked)):
         got = pickle.dumps(list(got), protocol=pickle.HIGHEST_PROTOCOL)
-    return got, None if row_max is not None else rows.row_maxima()
+    return got, None if row_max is not None else rows.row_maxima(), None
 
 
 class DaskRows(Rows):
@@ -351,9 +419,14 @@ class DaskRows(Rows):
 
     The rows are cut into pieces aligned with the blocks of the in-memory
     passes (:func:`_pieces`), so every float64 value, and hence every step
-    of either solver, is the in-memory one bit for bit. One first reduction
-    validates the inputs and learns the largest weight and whether every row
-    is flat; with weights, a second one (weights only) sums them.
+    of either solver, is the in-memory one bit for bit. One first, small
+    computation reads the warm start's subsample (and, with weights, checks
+    them and finds the largest); with weights, a second one (weights only)
+    sums them. The search's first read of all the rows checks the logits and
+    labels as it reads them, as the in-memory fit does: no pass of its own.
+    Whatever finds a problem, the whole check (:func:`_chunk_stats`, one
+    more reduction) names the first in row order, with the message the
+    in-memory checks give.
     """
 
     def __init__(self, logits, y, sample_weight=None):
@@ -393,25 +466,30 @@ class DaskRows(Rows):
         # as in memory (8 bytes a row on the driver; the same bits).
         self._row_max: list[NDArray | None] = [None] * len(pieces)
         self._inline = [_inline_graph(*part) for part in self._parts]
-        # The first reduction also copies the warm start's subsample out of
-        # the pieces it checks (one round trip fewer); its weights are
-        # scaled once the largest is known.
+        # One small computation: the warm start's subsample (the pieces'
+        # rows of it) and the largest weight.
         self._sample_rows = picked = subsample_rows(n_samples, n_classes)
-        stats = dask.compute(*self._tasks(_chunk_stats, n_classes, picked, each=pieces))
-        for st in stats:
-            if st["error"] is not None:
-                raise ValueError(st["error"])
-        self._sample = [
-            None if parts[0] is None else np.concatenate(parts)
-            for parts in zip(*(st["sample"] for st in stats), strict=True)
-        ]
-        self._flat = not any(st["varies"] for st in stats)
         self._exponent = 0
         self.sample_weight = None
         self.total = float(n_samples)
+        self._unchecked = True  # (until a read of all the rows found no problem)
+        got = dask.compute(*self._tasks(_sample_part, n_classes, picked, each=pieces))
+        if any(part is None for part in got):
+            self._refuse("the Dask arrays changed between two reads.")
+        sample = [
+            None if parts[0] is None else np.concatenate(parts)
+            for parts in zip(*(part[0] for part in got), strict=True)
+        ]
+        # (each piece as declared: the sample is; positions the sample's)
+        if check_chunk(*sample, 0, n_classes) is not None:
+            self._refuse("the warm start's sample of the Dask arrays changed.")
+        self._sample = [np.ascontiguousarray(sample[0]), *sample[1:]]
+        # Every row flat is decided by the whole check (as rare as it is).
+        self._flat = not _varies(sample[0], sample[2]) and not self._full_check()
         if sample_weight is not None:
-            top = max(st["top"] for st in stats)
+            top = max(part[1] for part in got)
             if not top > 0:
+                self._full_check()  # (a problem elsewhere is named first)
                 raise ValueError(
                     "sample_weight must have a positive sum; got all zeros."
                 )
@@ -421,6 +499,25 @@ class DaskRows(Rows):
             )
             self.total = float(fold(add, [s for part in sums for s in part]))
             self.sample_weight = sample_weight  # normalised inside each task
+
+    def _full_check(self) -> bool:
+        """The whole check of every piece (one Dask reduction): raises the
+        first problem in row order, else returns whether a row of positive
+        weight varies (and the rows need no other check)."""
+        stats = dask.compute(
+            *self._tasks(_chunk_stats, self.n_classes, each=self._bounds)
+        )
+        for st in stats:
+            if st["error"] is not None:
+                raise ValueError(st["error"])
+        self._unchecked = False
+        return any(st["varies"] for st in stats)
+
+    def _refuse(self, problem: str) -> None:
+        """A read found a problem: the whole check names the first; if it
+        finds none (chunks that changed between reads), ``problem``."""
+        self._full_check()
+        raise ValueError(problem)
 
     def _tasks(self, func, *args, each=None, weights_only: bool = False) -> list:
         """One task per piece, ``func(z, y, w, *each[i], *args)`` (``each``:
@@ -447,15 +544,22 @@ class DaskRows(Rows):
     def _each_piece(self, parts, *args) -> list:
         """``parts`` on every piece (one Dask computation): the per-block
         results in block order, which the read folds on the driver."""
-        each = [(*b, m) for b, m in zip(self._bounds, self._row_max, strict=True)]
+        check = self._unchecked
+        each = [
+            (*b, m, check) for b, m in zip(self._bounds, self._row_max, strict=True)
+        ]
         tasks = self._tasks(
             _run, self.n_classes, parts, self._exponent, self.total, *args, each=each
         )
         got = dask.compute(*tasks)
-        for i, (_, found) in enumerate(got):
+        problems = [problem for _, _, problem in got if problem is not None]
+        if problems:
+            self._refuse(problems[0])
+        self._unchecked = False
+        for i, (_, found, _) in enumerate(got):
             if found is not None:
                 self._row_max[i] = found
-        got = [g for g, _ in got]
+        got = [g for g, _, _ in got]
         if all(isinstance(g, np.ndarray) for g in got):
             return np.concatenate(got)  # (fold adds its rows in order)
         if all(isinstance(g, Stacked) for g in got):
@@ -494,7 +598,7 @@ class DaskRows(Rows):
 
     def subsample(self, rows: slice) -> tuple[NDArray, NDArray, NDArray | None]:
         if rows == self._sample_rows:
-            got = self._sample  # (copied by the first reduction)
+            got = self._sample  # (read by the first computation)
         else:
             parts = [self.logits[rows], self.y[rows]]
             if self._weights is not None:

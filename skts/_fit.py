@@ -105,7 +105,11 @@ def rows_for(
     logits = check_logits(logits, warn_probabilities=True, stacklevel=5, finite=False)
     y = check_class_indices(host_labels(y, None), logits.shape)
     sample_weight = check_weights(host_labels(sample_weight, None), logits.shape[0])
-    return host_rows(logits, y, sample_weight, n_jobs=n_jobs, untested="logits")
+    # (half-precision logits were tested by check_logits, as it widened them)
+    untested = None
+    if isinstance(logits, np.ndarray):
+        untested = partial(check_finite, logits, "logits")
+    return host_rows(logits, y, sample_weight, n_jobs=n_jobs, untested=untested)
 
 
 _ROWS_ONLY = (
@@ -175,16 +179,11 @@ def host_rows(logits, y, sample_weight=None, *, n_jobs=None, untested=None) -> R
     (anything with ``shape``, ``dtype`` and row slices).
 
     ``untested``: when ``check_logits`` left out the finiteness test
-    (``finite=False``), the name its message gives the logits, or the test
-    itself (a function that raises if a logit is not finite): the fit's
-    reads then make it (:class:`skts._numerics.Unchecked`). Half-precision
-    arrays were tested by ``check_logits``.
+    (``finite=False``), the test itself (a function that raises if a logit
+    is not finite), which the fit's reads then run if they find one
+    (:class:`skts._numerics.Unchecked`).
     """
-    unchecked = None
-    if callable(untested):
-        unchecked = Unchecked(untested, logits.shape[0])
-    elif untested is not None and isinstance(logits, np.ndarray):
-        unchecked = Unchecked(partial(check_finite, logits, untested), logits.shape[0])
+    unchecked = None if untested is None else Unchecked(untested, logits.shape[0])
     return Rows(logits, y, sample_weight, n_jobs, unchecked=unchecked)
 
 

@@ -554,8 +554,7 @@ def check_weights(sample_weight, n_samples: int) -> NDArray | None:
     w = sample_weight
     lo, hi = (w.min(), w.max()) if w.size else (0, 0)
     if not hi < np.inf or not lo > -np.inf:
-        with np.errstate(over="ignore", invalid="ignore"):  # (see check_logits)
-            assert_all_finite(sample_weight, input_name="sample_weight")
+        check_finite(sample_weight, "sample_weight")
     if sample_weight.shape != (n_samples,):
         raise ValueError(
             f"sample_weight must have shape ({n_samples},); got {sample_weight.shape}."
@@ -658,6 +657,12 @@ def check_chunk(z, y, w, offset: int, n_classes: int) -> str | None:
         i, j = (int(v[0]) for v in np.nonzero(bad))
         value = z[i, j].item()
         return f"logits must be finite; got {value!r} at row {offset + i}."
+    return check_chunk_labels(y, w, offset, n_classes)
+
+
+def check_chunk_labels(y, w, offset: int, n_classes: int) -> str | None:
+    """:func:`check_chunk` of the labels and weights alone (what a Dask read
+    checks before the kernel reads a piece's labels)."""
     if y.dtype.kind not in "iubf":
         return f"y must contain integer class indices; got dtype {y.dtype}."
     with np.errstate(invalid="ignore"):

@@ -180,6 +180,140 @@ def test_bad_input_names_the_global_position(mutate, match):
         )
 
 
+def _spaced(y_float=False):
+    """300,000 rows of 10 classes: the warm start's sample is every fourth
+    row, so most rows are first read by the search."""
+    z, y = _problem(n=300_000, seed=21)
+    return z, y.astype(np.float64) if y_float else y, np.ones(300_000)
+
+
+def _set(name, row, value, col=None):
+    """A mutation of ``(z, y, w)``: ``name``'s ``row`` (and column) set."""
+
+    def mutate(z, y, w):
+        arr = {"z": z, "y": y, "w": w}[name]
+        arr[row if col is None else (row, col)] = value
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    "mutations, match, weighted, computes",
+    [
+        # (the computations: the sample, with the largest weight; the
+        # weights' sum; the first read; the whole check)
+        ([_set("z", 1235, np.nan, 3)], r"got nan at row 1235\.", 0, 3),
+        ([_set("z", 299_999, -np.inf, 9)], r"got -inf at row 299999\.", 1, 4),
+        ([_set("y", 777, 10)], r"\[0, 10\); got 10 at position 777\.", 0, 3),
+        ([_set("y", 150_001, -1)], r"got -1 at position 150001\.", 1, 4),
+        ([_set("y", 1235, 1.5)], r"indices; got 1.5 at position 1235\.", 0, 3),
+        # (the weights: found before any read of the logits)
+        ([_set("w", 901, -1.0)], r"got -1.0 at position 901\.", 1, 2),
+        ([_set("w", 6001, np.nan)], r"got nan at position 6001\.", 1, 2),
+        # Two problems in one piece: the logits' first, as the whole check says.
+        (
+            [_set("y", 3, 11), _set("z", 5001, np.inf, 0)],
+            r"finite; got inf at row 5001\.",
+            0,
+            3,
+        ),
+    ],
+)
+def test_the_first_read_checks_the_rows_the_sample_does_not_hold(
+    mutations, match, weighted, computes
+):
+    # No pass of its own checks the inputs: the warm start's sample is
+    # checked when read, the weights by the pass that finds the largest, the
+    # logits and labels by the search's first read (labels before the kernel
+    # reads them). Whatever finds a problem, the whole check names the first,
+    # and nothing is fitted.
+    from skts._numerics import subsample_rows
+
+    z, y = _problem(n=300_000, seed=21)
+    y = y.astype(np.float64) if "1.5" in match else y
+    w = np.ones(len(y))
+    for mutate in mutations:
+        mutate(z, y, w)
+    picked = range(*subsample_rows(*z.shape).indices(len(z)))
+    assert picked.step == 4 and not {
+        1235,
+        299_999,
+        777,
+        150_001,
+        901,
+        6001,
+        3,
+        5001,
+    } & set(picked)
+    scaler = TemperatureScaler()
+    args = [da.from_array(z, chunks=(50_000, 10)), da.from_array(y, chunks=50_000)]
+    if weighted:
+        args.append(da.from_array(w, chunks=50_000))
+    with _Computes() as counted, pytest.raises(ValueError, match=match):
+        scaler.fit(*args)
+    assert not hasattr(scaler, "temperature_")
+    assert counted.count == computes
+
+
+@pytest.mark.parametrize("when", ["sample", "first read"])
+def test_a_chunk_that_changes_between_reads_is_refused(when):
+    # A problem one read found and the whole check does not (a chunk
+    # computed again gives other values) is refused, never fitted around.
+    import skts._dask as sd
+
+    z, y = _problem(n=300_000, seed=23)
+    n_parts = sd.DaskRows(da.from_array(z, chunks=z.shape), y).n_parts
+    bad_call = 1 if when == "sample" else n_parts + 1  # (one call per piece)
+    calls = []
+
+    def chunk():
+        calls.append(1)
+        out = z.copy()
+        if len(calls) == bad_call:
+            out[:, 0] = np.nan
+        return out
+
+    lazy = dask.delayed(chunk, pure=False)()
+    zd = da.from_delayed(lazy, shape=z.shape, dtype=z.dtype)
+    scaler = TemperatureScaler()
+    match = "changed" if when == "sample" else "must be finite; got nan at row"
+    with (
+        dask.config.set(scheduler="synchronous"),
+        pytest.raises(ValueError, match=match),
+    ):
+        scaler.fit(zd, y)
+    assert not hasattr(scaler, "temperature_")
+    assert len(calls) == n_parts * (2 if when == "sample" else 3)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("flat_sample", [False, True])
+def test_clean_inputs_are_checked_by_the_reads_alone(
+    weighted, flat_sample, monkeypatch
+):
+    # The whole check runs only when a read found a problem, or when every
+    # row of the sample is flat (then it decides whether every row is).
+    import skts._dask as sd
+
+    z, y = _problem(n=300_000, seed=22)
+    w = _weights(len(z)) if weighted else None
+    if flat_sample:
+        z[::4] = 1.0  # (the sample's rows)
+    chunks = (50_000, 10)
+    n_parts = sd.DaskRows(da.from_array(z, chunks=chunks), y).n_parts
+    calls = []
+    real = sd._chunk_stats
+    monkeypatch.setattr(sd, "_chunk_stats", lambda *a: calls.append(1) or real(*a))
+    with dask.config.set(scheduler="synchronous"):  # (the spy sees every task)
+        got = _fit(
+            da.from_array(z, chunks=chunks),
+            da.from_array(y, chunks=chunks[0]),
+            None if w is None else da.from_array(w, chunks=chunks[0]),
+        )
+    assert got.temperature_ == _fit(z, y, w).temperature_
+    assert len(calls) == (n_parts if flat_sample else 0)
+
+
 def test_shape_errors_are_one_line():
     z, y = _problem(n=100)
     zd = da.from_array(z, chunks=(30, 10))
@@ -301,7 +435,8 @@ def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
     with distributed.get_task_stream(client) as stream:
         got = _fit(zd, yd if lazy_labels else y)  # NumPy labels: sliced per task
     runs = [t for t in stream.data if str(t["key"]).find("_inline_call") >= 0]
-    assert len(runs) == 2 * (1 + passes)  # the checks, then every pass
+    # the warm start's sample (only its rows read), then every pass
+    assert len(runs) == 2 * (1 + passes)
     assert not [
         t for t in runs if any(s["action"] == "transfer" for s in t["startstops"])
     ]
@@ -337,13 +472,16 @@ def test_a_piece_sends_its_per_block_results_as_one_buffer(read):
         "derivatives": (Rows.derivatives_parts, (list(1 / ts), "float64", True)),
         "slopes": (Rows.slopes_parts, (ts, 1, True, False, True)),
     }[read]
-    sent, found = _run(z, y, None, 0, len(y), None, 10, parts, 0, float(len(y)), *args)
-    assert found is None  # (10 classes: no row maxima kept, as in memory)
-    assert isinstance(sent, (np.ndarray, Stacked))  # a few arrays, stacked
-    back = pickle.loads(pickle.dumps(sent, protocol=5))  # (as a cluster sends it)
     want = list(parts(Rows(z, y), *args))
     assert len(want) == 14  # (blocks of 6,553 rows)
-    _same_bits(list(back), want)
+    for check in (True, False):  # (the first read checks as it reads)
+        sent, found, problem = _run(
+            z, y, None, 0, len(y), None, check, 10, parts, 0, float(len(y)), *args
+        )
+        assert found is None and problem is None  # (10 classes: no row maxima)
+        assert isinstance(sent, (np.ndarray, Stacked))  # a few arrays, stacked
+        back = pickle.loads(pickle.dumps(sent, protocol=5))  # (as a cluster sends)
+        _same_bits(list(back), want)
 
 
 @pytest.mark.parametrize("solver", ["grid", "continuous"])
@@ -539,6 +677,38 @@ def test_shard_rows_are_the_files_rows(tmp_path, dtype):
             got = shards[a:b]
             assert got.dtype == whole.dtype
             np.testing.assert_array_equal(got, whole[a:b])
+
+
+def test_the_sample_of_a_mapped_piece_is_read_without_read_around(
+    tmp_path, monkeypatch
+):
+    # The warm start's sample is every k-th row: a fault of each, in a file
+    # not in the page cache, would read around it up to the disk's
+    # read-ahead (8 MiB on the CI machine), nearly the whole file. A piece of
+    # mapped shards, a mapping of its own, is advised to be read at random.
+    import mmap
+
+    import skts._dask as sd
+
+    z, y = _problem(n=30_000, seed=24)
+    paths = _write_shards(tmp_path, z, y, [10_000, 20_000])
+    shards = sd._NpyShards([zp for zp, _, _ in paths], "logits")
+    piece = shards[12_000:30_000]
+    assert isinstance(sd._mapping(piece), mmap.mmap)  # (what is advised)
+    assert sd._mapping(np.asarray(z)) is None
+    advised = []
+
+    class Mapping:
+        def madvise(self, advice):
+            advised.append(advice)
+
+    monkeypatch.setattr(sd, "_mapping", lambda a: Mapping())
+    sample = sd._sample_part(
+        piece, y[12_000:], None, 12_000, 30_000, 10, slice(0, 30_000, 7)
+    )
+    rows = np.arange(0, 30_000, 7)
+    np.testing.assert_array_equal(sample[0][0], z[rows[rows >= 12_000]])
+    assert advised == [mmap.MADV_RANDOM]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

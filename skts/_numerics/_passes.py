@@ -262,13 +262,22 @@ class Rows:
 
     @classmethod
     def piece(
-        cls, logits, y, sample_weight, total: float, n_jobs=1, row_max=None
+        cls,
+        logits,
+        y,
+        sample_weight,
+        total: float,
+        n_jobs=1,
+        row_max=None,
+        unchecked: Unchecked | None = None,
     ) -> Rows:
         """Some rows of a larger set whose weights are already normalised and
         whose ``total`` is the whole set's (a Dask task's piece); ``row_max``:
-        their row maxima if an earlier read found them (:meth:`row_maxima`)."""
+        their row maxima if an earlier read found them (:meth:`row_maxima`);
+        ``unchecked``: as for the constructor."""
         rows = cls.__new__(cls)
         rows._set(logits, y, sample_weight, total, n_jobs)
+        rows.unchecked = unchecked
         rows._maxima = _RowMaxima(logits) if _RowMaxima.wanted(logits) else None
         if rows._maxima is not None and row_max is not None:
             rows._maxima.values = row_max
