@@ -10,8 +10,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import GridSearchCV, cross_validate
 
+import skts.metrics._report as report_module
 from skts import TemperatureScaler
-from skts._numerics import default_temperatures, nll_many
+from skts._numerics import default_temperatures, nll_many, softmax
 from skts.metrics import (
     calibration_report,
     classwise_calibration_error,
@@ -25,6 +26,8 @@ from skts.metrics import (
     smooth_reliability_curve,
     temperature_by_group,
 )
+from skts.metrics._binned import _bin_index
+from skts.metrics._report import streamed_reports
 
 
 def reference_ece(y_idx, proba, n_bins=15):
@@ -109,6 +112,104 @@ def test_classwise_against_brute_force(forecast):
                 total += inside.mean() * abs(hit[inside].mean() - p[inside].mean())
         per_class.append(total)
     assert classwise_calibration_error(y, proba) == pytest.approx(np.mean(per_class))
+
+
+def _classwise_by_loops(y, proba, n_bins=15):
+    """Class-wise ECE the slow way: every class, every bin (lo, hi] (0 in
+    the first), |share of the class - mean forecast| weighted by bin size."""
+    edges = np.linspace(0, 1, n_bins + 1)
+    per_class = []
+    for k in range(proba.shape[1]):
+        p, hit = proba[:, k], y == k
+        total = 0.0
+        for lo, hi in pairwise(edges):
+            inside = ((p > lo) | ((lo == 0) & (p == 0))) & (p <= hi)
+            if inside.any():
+                total += inside.mean() * abs(hit[inside].mean() - p[inside].mean())
+        per_class.append(total)
+    return float(np.mean(per_class))
+
+
+@pytest.mark.parametrize("n_bins", [1, 2, 3, 10, 15, 100, 997])
+def test_equal_width_bins_are_the_binary_searchs(n_bins):
+    # The report's bins come from a guess (floor(v m)) settled by comparing
+    # with its two edges; the reference is a binary search over the edges,
+    # at every edge and either side of it, and at the ends and beyond.
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    rng = np.random.default_rng(n_bins)
+    values = np.concatenate(
+        [
+            rng.random(20_000),
+            edges,
+            np.nextafter(edges, 2.0),
+            np.nextafter(edges, -1.0),
+            edges * (1 + 1e-15),
+            [0.0, 5e-324, 1.0, 1.0 + 1e-12, -0.25, 3.0],
+        ]
+    )
+    want = np.clip(np.searchsorted(edges, values, side="left") - 1, 0, n_bins - 1)
+    assert np.array_equal(_bin_index(values, edges), want)
+    # Other edges (quantiles) keep the binary search.
+    uneven = np.sort(np.r_[0.0, rng.random(n_bins - 1), 1.0]) if n_bins > 1 else edges
+    want = np.clip(np.searchsorted(uneven, values, side="left") - 1, 0, n_bins - 1)
+    assert np.array_equal(_bin_index(values, uneven), want)
+
+
+@pytest.mark.parametrize("n_classes", [3, 40, 300])
+def test_report_classwise_of_many_classes_against_loops(n_classes):
+    # The report sums only the forecasts beyond the first bin one by one
+    # (the first bin's sum is each class's total less the others): against
+    # every class and bin by loops, with forecasts exactly on the edges.
+    rng = np.random.default_rng(n_classes)
+    n = 600
+    logits = rng.normal(scale=4.0, size=(n, n_classes))
+    proba = np.exp(logits - logits.max(1, keepdims=True))
+    proba /= proba.sum(1, keepdims=True)
+    on_edges = rng.random(proba.shape) < 0.05
+    proba[on_edges] = rng.integers(0, 16, on_edges.sum()) / 15
+    y = np.r_[np.arange(n_classes), rng.integers(0, n_classes, n - n_classes)]
+    report = calibration_report(y, proba)
+    assert report["classwise_ece"] == pytest.approx(
+        _classwise_by_loops(y, proba), rel=1e-12
+    )
+    assert report["classwise_ece"] == pytest.approx(
+        classwise_calibration_error(y, proba), rel=1e-12
+    )
+
+
+def test_streamed_report_of_many_classes_is_the_in_memory_one():
+    # Streamed from logits, several blocks per group of rows (1,000 classes:
+    # 65 rows a block), against calibration_report of the probabilities.
+    rng = np.random.default_rng(7)
+    n, k = 3_000, 1_000
+    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.7, z.argmax(1), rng.integers(0, k, n))
+    got = streamed_reports(z, y, [1.0, 1.7])
+    for report, t in zip(got, [1.0, 1.7], strict=True):
+        want = calibration_report(y, softmax(z, t), labels=np.arange(k))
+        for name, value in want.values.items():
+            assert report[name] == pytest.approx(value, rel=1e-9, abs=1e-15), name
+    assert got[0]["classwise_ece"] == pytest.approx(
+        _classwise_by_loops(y, softmax(z, 1.0)), rel=1e-9
+    )
+
+
+def test_grouped_blocks_draw_the_resamples_of_single_blocks(monkeypatch):
+    # The streamed bootstrap draws its resamples block by block; processing
+    # several blocks at a time must not change them: the intervals of one
+    # block per group (a group of 1 value) are those of the default groups.
+    rng = np.random.default_rng(3)
+    n, k = 5_000, 200
+    z = rng.normal(scale=3.0, size=(n, k))
+    y = rng.integers(0, k, n)
+    grouped = streamed_reports(z, y, [1.0], 50, 11)[0]
+    monkeypatch.setattr(report_module, "_GROUP_VALUES", 1)
+    single = streamed_reports(z, y, [1.0], 50, 11)[0]
+    assert single.intervals.keys() == grouped.intervals.keys()
+    for name, (lo, hi) in single.intervals.items():
+        assert grouped.intervals[name] == pytest.approx((lo, hi), rel=1e-12), name
+    # (and the intervals are not all one point: the resamples differ)
+    assert grouped.intervals["accuracy"][0] < grouped.intervals["accuracy"][1]
 
 
 def test_quantile_bins_have_equal_mass(forecast):

@@ -4,6 +4,7 @@ numbers agree."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -205,10 +206,29 @@ def _edges(values: NDArray, n_bins: int, strategy: str) -> NDArray[np.float64]:
     return edges
 
 
+@functools.lru_cache(maxsize=8)
+def _uniform_edges(n_bins: int) -> NDArray[np.float64]:
+    """``np.linspace(0, 1, n_bins + 1)``, read-only, made once."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    edges.flags.writeable = False
+    return edges
+
+
 def _bin_index(values: NDArray, edges: NDArray) -> NDArray[np.intp]:
     # Right-closed bins (edges[m], edges[m+1]]; values at edges[0] go in bin 0.
-    idx = np.searchsorted(edges, values, side="left") - 1
-    return np.clip(idx, 0, len(edges) - 2)
+    m = len(edges) - 1
+    uniform = _uniform_edges(m)
+    if m > 1 and (edges is uniform or np.array_equal(edges, uniform)):
+        # Equal widths: floor(v m) is the bin or a neighbour (each edge is
+        # within a few units of j / m), which one comparison with each of
+        # its edges settles: the index searchsorted gives, for finite values,
+        # at a fraction of its cost (a binary search per value).
+        values = np.asarray(values, dtype=np.float64)
+        guess = np.clip(values * m, 0, m - 1).astype(np.intp)
+        idx = guess - (values <= edges[guess]) + (values > edges[guess + 1])
+    else:
+        idx = np.searchsorted(edges, values, side="left") - 1
+    return np.clip(idx, 0, m - 1)
 
 
 def _curve(values, hits, weights, n_bins, strategy) -> ReliabilityCurve:

@@ -13,7 +13,12 @@ from sklearn.utils import check_random_state
 
 from skts._sklearn_compat import Interval, validate_params
 from skts._validation import check_groups, flat_positions
-from skts.metrics._binned import ReliabilityCurve, _bin_index, _check_targets
+from skts.metrics._binned import (
+    ReliabilityCurve,
+    _bin_index,
+    _check_targets,
+    _uniform_edges,
+)
 from skts.metrics._bootstrap import percentile_interval, resample_weights
 
 
@@ -123,9 +128,9 @@ def _row_stats(
     ``predicted`` (from logits: their first argmax, what ``predict`` says)
     decides correctness; without, the first argmax of ``proba``.
     """
-    n, n_classes = proba.shape
+    n = proba.shape[0]
     rows = np.arange(n)
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    edges = _uniform_edges(n_bins)
     top = np.argmax(proba, axis=1) if predicted is None else predicted
     conf = proba[rows, top]
     p_y = proba[rows, idx]
@@ -143,33 +148,62 @@ def _row_stats(
         # sum_k (p_k - 1[y = k])**2, the multiclass Brier score of the row.
         "brier": np.einsum("ij,ij->i", proba, proba) - 2.0 * p_y + 1.0,
         # One-vs-rest bins of every class, flattened to class * n_bins + bin.
-        "cls_bin": (
-            _bin_index(proba, edges) + (np.arange(n_classes) * n_bins)[None, :]
-        ).ravel(),
-        "cls_conf": proba.ravel(),
+        **_class_bins(proba, edges),
         "true_bin": idx * n_bins + _bin_index(p_y, edges),
     }
 
 
-def _report_sums(stats, w, n_classes, n_bins) -> NDArray[np.float64]:
-    """Weighted sums of the row quantities: additive over blocks of rows."""
+def _class_bins(proba, edges) -> dict[str, NDArray]:
+    """Each class's forecasts in one-vs-rest bins, for :func:`_report_sums`:
+    the probabilities beyond the first bin (at most ``n_bins - 1`` of a row:
+    a row adds up to 1), their rows, flat bins (class * n_bins + bin) and
+    values, and all of them (``cls_all``: the first bin's sums are the rest).
+    Binning every probability of a row of many classes, almost all of them
+    in the first bin, was most of a report's time."""
+    n_bins = len(edges) - 1
+    flat = np.flatnonzero(proba > edges[1])  # (faster than the 2-D nonzero)
+    rows, cols = np.divmod(flat, proba.shape[1])
+    values = proba.reshape(-1)[flat]
+    return {
+        "cls_all": proba,
+        "cls_row": rows,
+        "cls_bin": cols * n_bins + _bin_index(values, edges),
+        "cls_conf": values,
+    }
+
+
+def _report_sums(stats, w, n_classes, n_bins, out=None) -> NDArray[np.float64]:
+    """Weighted sums of the row quantities (additive over rows), added to
+    ``out`` (zeros if None) and returned. The class-wise sums (``n_classes *
+    n_bins`` each) are added where the rows have values: a group of a few
+    rows of 50,000 classes touches few of them."""
     m = n_bins
     km = n_classes * m
-    return np.concatenate(
-        [
-            [w.sum(), np.dot(w, stats["hits"]), np.dot(w, stats["nll"])],
-            [np.dot(w, stats["brier"])],
-            np.bincount(stats["top_bin"], weights=w, minlength=m),
-            np.bincount(stats["top_bin"], weights=w * stats["conf"], minlength=m),
-            np.bincount(stats["top_bin"], weights=w * stats["hits"], minlength=m),
-            np.bincount(
-                stats["cls_bin"],
-                weights=np.repeat(w, n_classes) * stats["cls_conf"],
-                minlength=km,
-            ),
-            np.bincount(stats["true_bin"], weights=w, minlength=km),
-        ]
+    if out is None:
+        out = np.zeros(4 + 3 * m + 2 * km)
+    top = stats["top_bin"]
+    out[:4] += (
+        w.sum(),
+        np.dot(w, stats["hits"]),
+        np.dot(w, stats["nll"]),
+        np.dot(w, stats["brier"]),
     )
+    out[4 : 4 + m] += np.bincount(top, weights=w, minlength=m)
+    out[4 + m : 4 + 2 * m] += np.bincount(top, weights=w * stats["conf"], minlength=m)
+    out[4 + 2 * m : 4 + 3 * m] += np.bincount(
+        top, weights=w * stats["hits"], minlength=m
+    )
+    # Each class's forecasts in each of its bins: beyond the first one by
+    # one; the first, the class's whole sum less the others (an error of a
+    # few units of the whole, inside the error of summing it).
+    conf = out[4 + 3 * m : 4 + 3 * m + km]
+    high = w[stats["cls_row"]] * stats["cls_conf"]
+    np.add.at(conf, stats["cls_bin"], high)
+    conf[::m] += w @ stats["cls_all"] - np.bincount(
+        stats["cls_bin"] // m, weights=high, minlength=n_classes
+    )
+    np.add.at(out[4 + 3 * m + km :], stats["true_bin"], w)
+    return out
 
 
 def report_from_sums(sums, n_classes, n_bins) -> dict[str, float]:
@@ -208,6 +242,11 @@ def report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15)
     return sums[0]
 
 
+# Values per group of rows of a streamed report (32 MiB of float64 among
+# its few arrays of probabilities).
+_GROUP_VALUES = 1 << 19
+
+
 def _streamed_sums(
     logits,
     y_idx,
@@ -219,10 +258,10 @@ def _streamed_sums(
     others=(),
 ):
     """The report's sums for each of ``temperatures``, and those of
-    ``n_bootstrap`` resamples, in one read of the rows, block by block.
+    ``n_bootstrap`` resamples, in one read of the rows, group by group.
 
-    Memory stays one block (and one count vector) however many rows and
-    resamples: the command line uses this on memory-mapped files. The
+    Memory stays one group of rows (and one count vector) however many rows
+    and resamples: the command line uses this on memory-mapped files. The
     log-loss is exact (from the log-softmax, never clipped).
 
     A resample with replacement is a multinomial count per row. It is drawn
@@ -237,7 +276,7 @@ def _streamed_sums(
     Returns ``(sums, boot)``: arrays of shape ``(n_forecasts, width)`` and
     ``(n_forecasts, n_bootstrap, width)``, the temperatures first.
     """
-    from skts._numerics import blocks, log_softmax
+    from skts._numerics import blocks, log_softmax, rows_per_block
 
     n, k = logits.shape
     forecasts = [(logits, t) for t in temperatures] + list(others)
@@ -247,18 +286,23 @@ def _streamed_sums(
     rng = np.random.default_rng(seed)
     draws_left = np.full(n_bootstrap, n, dtype=np.int64)
     rows_left = n
-    for rows in blocks(n, k):
+    step = rows_per_block(k)
+    # Several blocks at a time: numpy's per-call costs are paid per group (at
+    # 1,000 classes a block is 65 rows), the draws still block by block.
+    for rows in blocks(n, k, max(1, _GROUP_VALUES // (step * k))):
         labels = y_idx[rows]
         m = labels.shape[0]
-        counts = []
-        if n_bootstrap:
-            share = rng.binomial(draws_left, m / rows_left)
+        drawn: list[list[NDArray]] = [[] for _ in range(n_bootstrap)]
+        for start in range(rows.start, rows.stop, step) if n_bootstrap else ():
+            size = min(step, rows.stop - start)
+            share = rng.binomial(draws_left, size / rows_left)
             draws_left -= share
-            counts = [
-                np.bincount(rng.integers(0, m, size=c), minlength=m).astype(float)
-                for c in share
-            ]
-        rows_left -= m
+            rows_left -= size
+            for b, c in enumerate(share):
+                drawn[b].append(
+                    np.bincount(rng.integers(0, size, size=c), minlength=size)
+                )
+        counts = [np.concatenate(d).astype(float) for d in drawn]
         read = {}
         for i, (source, t) in enumerate(forecasts):
             if id(source) not in read:
@@ -269,9 +313,9 @@ def _streamed_sums(
             z, predicted = read[id(source)]
             log_proba = log_softmax(z, t)
             stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba, predicted)
-            sums[i] += _report_sums(stats, np.ones(m), k, n_bins)
+            _report_sums(stats, np.ones(m), k, n_bins, out=sums[i])
             for b, w in enumerate(counts):
-                boot[i, b] += _report_sums(stats, w, k, n_bins)
+                _report_sums(stats, w, k, n_bins, out=boot[i, b])
         if bar is not None:
             bar.update(m)
     return sums, boot
