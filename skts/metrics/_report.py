@@ -242,9 +242,14 @@ def report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15)
     return sums[0]
 
 
-# Values per group of rows of a streamed report (32 MiB of float64 among
-# its few arrays of probabilities).
-_GROUP_VALUES = 1 << 19
+# A streamed report reads whole blocks of rows, as many as fit in about
+# 2^18 values and 2^13 rows (one block of 6,553 rows at 10 classes, 4 of 65
+# at 1,000): numpy's per-call costs are paid per group, and a group's few
+# float64 arrays (2 MiB each) stay in the cache. Larger groups were a
+# little faster on an idle machine and up to three times slower beside two
+# busy processes (benchmarks/bench_report.py --load 2).
+_GROUP_VALUES = 1 << 18
+_GROUP_ROWS = 1 << 13
 
 
 def _streamed_sums(
@@ -287,9 +292,9 @@ def _streamed_sums(
     draws_left = np.full(n_bootstrap, n, dtype=np.int64)
     rows_left = n
     step = rows_per_block(k)
-    # Several blocks at a time: numpy's per-call costs are paid per group (at
-    # 1,000 classes a block is 65 rows), the draws still block by block.
-    for rows in blocks(n, k, max(1, _GROUP_VALUES // (step * k))):
+    # (groups of blocks; the draws still block by block)
+    factor = max(1, min(_GROUP_VALUES // (step * k), _GROUP_ROWS // step))
+    for rows in blocks(n, k, factor):
         labels = y_idx[rows]
         m = labels.shape[0]
         drawn: list[list[NDArray]] = [[] for _ in range(n_bootstrap)]
