@@ -186,6 +186,35 @@ def test_streamed_report_of_many_classes_is_the_in_memory_one():
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_streamed_log_loss_against_60_digits(dtype):
+    # The streamed report takes log p_y from the softmax's p_y where that is
+    # a normal float64, and from the log-softmax where it is subnormal or 0:
+    # each row's -log p_y against mpmath, and the mean (never clipped).
+    from _reference import exact_losses
+
+    rng = np.random.default_rng(5)
+    n, k = 60, 10
+    z = rng.normal(scale=4.0, size=(n, k))
+    y = rng.integers(0, k, n)
+    top = z.argmax(1)
+    z[:10, y[:10]] = z[:10, top[:10]] - 800.0  # p_y = 0 in float64
+    z[10:20, y[10:20]] = z[10:20, top[10:20]] - 720.0  # subnormal p_y
+    z[20:30] = 0.0
+    z[20:30, y[20:30]] = 30.0  # p_y = 1 - 9e-13 or so
+    z = z.astype(dtype)
+    for t in (1.0, 0.7):
+        p_y = softmax(z, t)[np.arange(n), y]
+        assert np.all(p_y[:10] == 0.0) and np.all(p_y[10:20] < np.finfo(float).tiny)
+        got = report_module._label_log_proba(z, y, t, p_y)
+        want = np.array(
+            [float(exact_losses(z[i : i + 1], y[i : i + 1], [t])[0]) for i in range(n)]
+        )
+        np.testing.assert_allclose(-got, want, rtol=1e-14, atol=1e-15)
+        (report,) = streamed_reports(z, y, [t])
+        assert report["log_loss"] == pytest.approx(float(np.mean(want)), rel=1e-14)
+
+
 def test_grouped_blocks_draw_the_resamples_of_single_blocks(monkeypatch):
     # The streamed bootstrap draws its resamples block by block; processing
     # several blocks at a time must not change them: the intervals of one

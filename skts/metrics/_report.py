@@ -119,11 +119,12 @@ def _group_table(report: CalibrationReport) -> str:
 
 
 def _row_stats(
-    idx, proba, n_bins, log_proba=None, predicted=None
+    idx, proba, n_bins, log_p_y=None, predicted=None
 ) -> dict[str, NDArray]:
     """Per-row quantities behind every report metric (uniform bins).
 
-    With ``log_proba`` (from logits) the log-loss is exact; without, the
+    With ``log_p_y`` (each row's log-probability of its label, from logits:
+    see :func:`_label_log_proba`) the log-loss is never clipped; without, the
     probabilities are clipped to [eps, 1 - eps] as scikit-learn's log_loss does.
     ``predicted`` (from logits: their first argmax, what ``predict`` says)
     decides correctness; without, the first argmax of ``proba``.
@@ -142,8 +143,8 @@ def _row_stats(
         "nll": (
             # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
             -np.log(np.clip(p_y, eps, 1 - eps))
-            if log_proba is None
-            else -log_proba[rows, idx]
+            if log_p_y is None
+            else -log_p_y
         ),
         # sum_k (p_k - 1[y = k])**2, the multiclass Brier score of the row.
         "brier": np.einsum("ij,ij->i", proba, proba) - 2.0 * p_y + 1.0,
@@ -151,6 +152,24 @@ def _row_stats(
         **_class_bins(proba, edges),
         "true_bin": idx * n_bins + _bin_index(p_y, edges),
     }
+
+
+def _label_log_proba(z, labels, temperature, p_y) -> NDArray[np.float64]:
+    """``log p_y`` of each row, from its probability ``p_y = e_y / S`` (of
+    the compiled softmax) where that is a normal float64: as accurate as the
+    log-softmax's ``beta (z_y - m) - log S`` (a few units of 2^-53 either way,
+    both limited by the rounding of ``S``) without a second exponential of
+    every value. Rows whose ``p_y`` is below 2^-1022 (or 0) get the
+    log-softmax's own value, so the log-loss is never clipped."""
+    from skts._numerics import log_softmax
+
+    with np.errstate(divide="ignore"):
+        out = np.log(p_y)
+    tiny = np.flatnonzero(p_y < np.finfo(np.float64).tiny)
+    if tiny.size:
+        log_proba = log_softmax(np.asarray(z)[tiny], temperature)
+        out[tiny] = log_proba[np.arange(tiny.size), labels[tiny]]
+    return out
 
 
 def _class_bins(proba, edges) -> dict[str, NDArray]:
@@ -267,7 +286,7 @@ def _streamed_sums(
 
     Memory stays one group of rows (and one count vector) however many rows
     and resamples: the command line uses this on memory-mapped files. The
-    log-loss is exact (from the log-softmax, never clipped).
+    log-loss is never clipped (see :func:`_label_log_proba`).
 
     A resample with replacement is a multinomial count per row. It is drawn
     block by block: the block's share of the draws left is binomial, then
@@ -281,7 +300,7 @@ def _streamed_sums(
     Returns ``(sums, boot)``: arrays of shape ``(n_forecasts, width)`` and
     ``(n_forecasts, n_bootstrap, width)``, the temperatures first.
     """
-    from skts._numerics import blocks, log_softmax, rows_per_block
+    from skts._numerics import blocks, rows_per_block, softmax
 
     n, k = logits.shape
     forecasts = [(logits, t) for t in temperatures] + list(others)
@@ -316,8 +335,9 @@ def _streamed_sums(
                 # logits (rounded probabilities of a near-tie may differ).
                 read[id(source)] = z, np.asarray(z).argmax(axis=1)
             z, predicted = read[id(source)]
-            log_proba = log_softmax(z, t)
-            stats = _row_stats(labels, np.exp(log_proba), n_bins, log_proba, predicted)
+            proba = softmax(z, t)
+            log_p_y = _label_log_proba(z, labels, t, proba[np.arange(m), labels])
+            stats = _row_stats(labels, proba, n_bins, log_p_y, predicted)
             _report_sums(stats, np.ones(m), k, n_bins, out=sums[i])
             for b, w in enumerate(counts):
                 _report_sums(stats, w, k, n_bins, out=boot[i, b])
