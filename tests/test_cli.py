@@ -214,7 +214,7 @@ def test_boundary_is_reported(tmp_path):
 @pytest.fixture
 def bad(tmp_path, files):
     folder, _, _ = files
-    np.save(tmp_path / "nan.npy", np.array([[np.nan, 1.0], [0.0, 1.0]]))
+    np.save(tmp_path / "nan.npy", np.array([[0.0, 1.0], [1.0, np.nan]]))
     np.save(tmp_path / "one_d.npy", np.array([1.0, 2.0]))  # binary: fine
     np.save(tmp_path / "three_d.npy", np.zeros((2, 2, 2)))
     np.save(tmp_path / "y_out.npy", np.array([0, 7] + [0] * 298))
@@ -257,7 +257,7 @@ def bad(tmp_path, files):
                 "--out",
                 "o.json",
             ],
-            ["contains NaN"],
+            ["contains NaN, first at row 1, column 1"],
         ),
         (
             [
@@ -455,7 +455,7 @@ def bad(tmp_path, files):
                 "--out",
                 "p.npy",
             ],
-            ["contains NaN"],
+            ["contains NaN, first at row 1, column 1"],
         ),
         (
             [
@@ -1503,7 +1503,8 @@ def test_fit_leaves_the_finiteness_test_to_its_reads(tmp_path, capsys, monkeypat
     path = str(tmp_path / "bad.npy")
     for value, words in ((np.nan, "NaN"), (-np.inf, "infinity or a value too large")):
         bad = z.copy()
-        bad[rng.choice(outside), rng.integers(k)] = value
+        row, column = rng.choice(outside), rng.integers(k)
+        bad[row, column] = value
         np.save(path, bad)
         out_file = tmp_path / "bad.json"
         bad_args = (*args[:2], path, *args[3:], "--out", out_file)
@@ -1513,6 +1514,7 @@ def test_fit_leaves_the_finiteness_test_to_its_reads(tmp_path, capsys, monkeypat
         assert out.err.strip().splitlines() == [
             f"skts fit: error: Input logits file {path!r} contains {words}"
             + ("" if value != value else " for dtype('float32')")
+            + f", first at row {row}, column {column}"
         ], out.err
         assert not out_file.exists()
     assert len(tests) == 2

@@ -327,8 +327,9 @@ sys.exit(code)
 """
 
 
-def _peak_rss(args, cwd) -> int:
-    """Peak resident memory (bytes) of ``skts args`` in a fresh process."""
+def _peak_rss(args, cwd, error: str | None = None) -> int:
+    """Peak resident memory (bytes) of ``skts args`` in a fresh process
+    (``error``: a fragment of the one-line error it must exit 2 with)."""
     out = cwd / "hwm.txt"
     r = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(out), *map(str, args)],
@@ -337,7 +338,12 @@ def _peak_rss(args, cwd) -> int:
         text=True,
         timeout=600,
     )
-    assert r.returncode == 0, r.stderr
+    if error is None:
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert error in r.stderr, r.stderr
     return int(out.read_text()) * 1024
 
 
@@ -384,6 +390,19 @@ def test_apply_and_report_stream_in_bounded_memory(tmp_path):
         tmp_path,
     )
     assert report <= budget, report / 2**20
+    # A value that is not finite near the end: named by its position, found
+    # block by block (not with a mask as large as the file).
+    z = np.load(tmp_path / "z.npy", mmap_mode="r+")
+    z[n - 2, 37] = np.nan
+    z.flush()
+    del z
+    fit = _peak_rss(
+        ["fit", "--logits", "z.npy", "--labels", "y.npy", "--out", "t.json"],
+        tmp_path,
+        error=f"contains NaN, first at row {n - 2}, column 37",
+    )
+    assert fit <= budget, fit / 2**20
+    assert not (tmp_path / "t.json").exists()
 
 
 # --------------------------------------------------------------------------

@@ -162,6 +162,64 @@ def test_bad_logits_and_labels(logits, y, match):
         TemperatureScaler().fit(logits, y)
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nonfinite_logits_are_located(value, dtype):
+    # scikit-learn's message, with the first position in row order (rows of
+    # 3 classes: a second bad value further on is not the one named).
+    logits = np.zeros((6, 3), dtype=dtype)
+    logits[4, 0] = value
+    logits[3, 2] = value
+    kind = "NaN" if np.isnan(value) else "infinity"
+    match = rf"Input logits contains {kind}.*, first at row 3, column 2\.$"
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaler().fit(logits, [0, 1, 2, 0, 1, 2])
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaler(temperatures=[1.0]).fit(
+            np.zeros((6, 3)), [0, 1, 2] * 2
+        ).predict_proba(logits)
+    # binary logits (one column: the logit of class 1) name that column
+    d = np.zeros(6, dtype=dtype)
+    d[5] = value
+    with pytest.raises(ValueError, match=r"first at row 5, column 1\.$"):
+        TemperatureScaler().fit(d, [0, 1] * 3)
+    weights = np.ones(6)
+    weights[2] = value
+    with pytest.raises(
+        ValueError, match=r"sample_weight contains .*first at position 2\.$"
+    ):
+        TemperatureScaler().fit(np.zeros((6, 3)), [0, 1, 2] * 2, sample_weight=weights)
+
+
+def test_nonfinite_logits_of_a_mapped_file_are_located_block_by_block(tmp_path):
+    # 20,000,000 float32 logits (80 MB, memory-mapped): the position is
+    # found block by block (a mask of the whole array would be 20 MB); the
+    # value named is the kind the message names (NaN over an earlier inf).
+    import tracemalloc
+
+    from skts._validation import check_finite
+
+    n, k = 5_000_000, 4
+    z = np.lib.format.open_memmap(tmp_path / "z.npy", "w+", np.float32, (n, k))
+    z[n - 3, 1] = np.inf
+    z[n - 2, 3] = np.nan
+    z.flush()
+    del z
+    z = np.load(tmp_path / "z.npy", mmap_mode="r")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as raised:
+            check_finite(z, "z.npy")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(raised.value) == (
+        f"Input z.npy contains NaN, first at row {n - 2}, column 3."
+    )
+    assert peak < 4 << 20, peak / 2**20
+    del z
+
+
 @pytest.mark.parametrize(
     "sample_weight, match",
     [
@@ -236,7 +294,8 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
             message = check_chunk(np.zeros((n, k)), np.zeros(n, int), w, 100, k)
             assert message.endswith(f"got {value!r} at position {100 + i}."), message
     # In memory, a weight that is not finite gets scikit-learn's own message
-    # (before the shape's), whatever else is wrong with the weights.
+    # and its position (before the shape's), whatever else is wrong with the
+    # weights.
     for value in (np.inf, np.nan, -np.inf):
         for i in (0, n - 1):
             for size, other in ((n, 1.0), (n, -1.0), (n + 1, 1.0)):
@@ -246,7 +305,9 @@ def test_label_and_weight_checks_name_the_first_bad_position(dtype):
                     check_weights(w, n)
                 with pytest.raises(ValueError) as reference:
                     check_array(w, ensure_2d=False, input_name="sample_weight")
-                assert str(ours.value) == str(reference.value)
+                assert str(ours.value) == (
+                    f"{str(reference.value)[:-1]}, first at position {i}."
+                )
     # A positive sum: one positive weight anywhere is enough.
     for i in (0, 2_500, n - 1):
         w = np.zeros(n)
@@ -264,7 +325,7 @@ def test_a_fit_finds_every_logit_that_is_not_finite(solver, k, dtype, monkeypatc
     # a NaN or an infinity anywhere (in the warm start's sample or not, in a
     # row of weight zero, in a Fortran-ordered array read block by block, in
     # 1-D binary logits, in data that are their own sample) gets
-    # scikit-learn's own message, check_array's, and leaves the estimator
+    # scikit-learn's own message, check_array's (and where), and leaves the estimator
     # unfitted; the test runs once then, and never on finite logits.
     from sklearn.utils.validation import check_array
 
@@ -298,10 +359,17 @@ def test_a_fit_finds_every_logit_that_is_not_finite(solver, k, dtype, monkeypatc
                 input_name="logits",
                 ensure_2d=False,
             )
+        # ... with the first position of what it names (a NaN before an
+        # infinity; binary logits are the column 1 of (0, d))
+        kind = np.isnan if np.isnan(logits).any() else np.isinf
+        where = np.argwhere(kind(np.reshape(logits, (len(logits), -1))))[0]
+        column = 1 if np.ndim(logits) == 1 else where[1]
         scaler = TemperatureScaler(solver=solver)
         with pytest.raises(ValueError) as ours:
             scaler.fit(logits, labels, **fit_params)
-        assert str(ours.value) == str(reference.value)
+        assert str(ours.value) == (
+            f"{str(reference.value)[:-1]}, first at row {where[0]}, column {column}."
+        )
         assert not hasattr(scaler, "temperature_")
         expected += 1
         assert len(tests) == expected
