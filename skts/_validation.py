@@ -456,11 +456,10 @@ def check_finite(arr: NDArray, name: str = "logits") -> None:
         if np.isfinite(np.sum(arr)):
             return
     table = arr.reshape(len(arr), -1) if arr.ndim == 2 else arr.reshape(-1, 1)
-    found = {}
+    found = {}  # kind: (row, column) of its first value
     for rows in blocks(*table.shape, F32_BLOCKS):
-        block = table[rows]
         for kind, test in (("NaN", np.isnan), ("inf", np.isinf)):
-            bad = test(block) if kind not in found else None
+            bad = None if kind in found else test(table[rows])
             if bad is not None and bad.any():
                 i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
                 found[kind] = rows.start + int(i), int(j)
