@@ -1091,6 +1091,42 @@ void skts_block(const skts_args *a, void *scratch) {
     free(acc);
 }
 
+/* The sum of a row (square: of its squares) in L lanes combined in order
+   where it has L values or more, else in order. */
+INLINE double lane_sum(const double *row, ptrdiff_t k, int square) {
+    if (k >= L) {
+        double acc[L] = {0};
+        ptrdiff_t j = 0;
+        for (; j + L <= k; j += L)
+            for (int q = 0; q < L; q++)
+                acc[q] += square ? row[j + q] * row[j + q] : row[j + q];
+        for (int q = 0; j < k; j++, q++) acc[q] += square ? row[j] * row[j] : row[j];
+        return lanes(acc);
+    }
+    double t = square ? row[0] * row[0] : row[0];
+    for (ptrdiff_t j = 1; j < k; j++) t += square ? row[j] * row[j] : row[j];
+    return t;
+}
+
+/* The first position of m (the row's maximum) in a row: the first block of
+   L values that holds it (the block test vectorises), then its first there
+   (from the end, without a branch). */
+#define FIRST_MAX(NAME, T)                                                    \
+    INLINE ptrdiff_t NAME(const T *row, ptrdiff_t k, double m) {              \
+        ptrdiff_t at = 0;                                                     \
+        for (; at + L <= k; at += L) {                                        \
+            int hit = 0;                                                      \
+            for (int q = 0; q < L; q++) hit |= (double)row[at + q] == m;      \
+            if (hit) break;                                                   \
+        }                                                                     \
+        ptrdiff_t first = k - 1;                                              \
+        for (ptrdiff_t j = (at + L < k ? at + L : k) - 1; j >= at; j--)       \
+            first = (double)row[j] == m ? j : first;                          \
+        return first;                                                         \
+    }
+FIRST_MAX(first_max32, float)
+FIRST_MAX(first_max64, double)
+
 /* softmax (or log-softmax) of a chunk of rows at beta, with the number of
    classes a compile-time constant where it is small (then every loop over a
    row is unrolled and vectorised). Exponents below -708 give 0 (a
@@ -1112,21 +1148,7 @@ INLINE void softmax_chunk(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
         const double x = u[q];
         e[q] = x < -708.0 ? 0.0 : skts_exp64(x < -708.0 ? 0.0 : x);
     }
-    for (ptrdiff_t i = 0; i < r; i++) {
-        const double *row = e + i * k;
-        if (k >= L) {
-            double acc[L] = {0};
-            ptrdiff_t j = 0;
-            for (; j + L <= k; j += L)
-                for (int q = 0; q < L; q++) acc[q] += row[j + q];
-            for (int q = 0; j < k; j++, q++) acc[q] += row[j];
-            s[i] = lanes(acc);
-        } else {
-            double t = row[0];
-            for (ptrdiff_t j = 1; j < k; j++) t += row[j];
-            s[i] = t;
-        }
-    }
+    for (ptrdiff_t i = 0; i < r; i++) s[i] = lane_sum(e + i * k, k, 0);
     if (log_out) {
         for (ptrdiff_t i = 0; i < r; i++) s[i] = skts_log64(s[i]);
         for (ptrdiff_t i = 0; i < r; i++)
@@ -1200,4 +1222,122 @@ int skts_varies(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k, ptrdiff_t ld
         if (mx > mn) return 1;
     }
     return 0;
+}
+
+/* The calibration report's quantities of n rows at beta, in one read of the
+   logits (skts/metrics/_report.py), chunk by chunk: the probabilities are
+   softmax_chunk's (skts_softmax_rows's bits), and of them each row's first
+   argmax of the logits (what predict says) and p there, p_y, the
+   log-softmax's beta (z_y - m) - log S where p_y is not a normal float64
+   (the caller takes log p_y of the others, as 0 here), sum_j p_j^2, the weighted column sums
+   sum_i w[b ldw + i] p_ij (added to colsum, nw x k) and the flat positions
+   i k + j and values of the probabilities above `threshold` (at most cap of
+   them, in order). Returns their number, -1 if they are more than cap
+   (nothing beyond cap written), or -2 for a label outside [0, k) (checked
+   before the chunk is read). scratch: skts_report_bytes(k). */
+INLINE ptrdiff_t report_chunk(const void *z, int z_f32, ptrdiff_t r, ptrdiff_t k,
+                              ptrdiff_t row0, double beta, const int64_t *y,
+                              const double *w, ptrdiff_t nw, ptrdiff_t ldw,
+                              double threshold, int64_t *predicted, double *top,
+                              double *p_y, double *log_p_y, double *sumsq,
+                              double *colsum, int64_t *high_at, double *high_p,
+                              ptrdiff_t cap, ptrdiff_t count, double *u, double *e,
+                              double *mx, double *s, double *p) {
+    for (ptrdiff_t i = 0; i < r; i++)
+        if (y[i] < 0 || y[i] >= k) return -2;
+    softmax_chunk(z, z_f32, r, k, beta, 0, p, 0, u, e, mx, s); /* s: 1 / S */
+    for (ptrdiff_t i = 0; i < r; i++) {
+        const ptrdiff_t arg =
+            z_f32 ? first_max32((const float *)z + i * k, k, mx[i])
+                  : first_max64((const double *)z + i * k, k, mx[i]);
+        const double *pr = p + i * k;
+        const double sq = lane_sum(pr, k, 1);
+        for (ptrdiff_t b = 0; b < nw; b++) {
+            const double wb = w[b * ldw + i];
+            if (wb == 0.0) continue;
+            double *c = colsum + b * k;
+            for (ptrdiff_t j = 0; j < k; j++) c[j] += wb * pr[j];
+        }
+        const double py = pr[y[i]];
+        predicted[i] = arg;
+        top[i] = pr[arg];
+        p_y[i] = py;
+        if (py >= 2.2250738585072014e-308) {
+            log_p_y[i] = 0.0; /* (the caller takes log p_y, vectorised) */
+        } else { /* (S again, as the log-softmax adds it) */
+            log_p_y[i] = u[i * k + y[i]] - skts_log64(lane_sum(e + i * k, k, 0));
+        }
+        sumsq[i] = sq;
+    }
+    /* the values above the threshold, L at a time: skipped where none is
+       (the test vectorises), else each written and counted if above (no
+       branch on the value) while the arrays have room for all L */
+    const ptrdiff_t m = r * k;
+    for (ptrdiff_t q0 = 0; q0 < m; q0 += L) {
+        const ptrdiff_t q1 = q0 + L < m ? q0 + L : m;
+        int hit = 0;
+        if (q1 - q0 == L)
+            for (int q = 0; q < L; q++) hit |= p[q0 + q] > threshold;
+        else
+            hit = 1;
+        if (!hit) continue;
+        if (count + (q1 - q0) <= cap) {
+            for (ptrdiff_t q = q0; q < q1; q++) {
+                high_at[count] = (int64_t)(row0 * k + q);
+                high_p[count] = p[q];
+                count += p[q] > threshold;
+            }
+        } else {
+            for (ptrdiff_t q = q0; q < q1; q++)
+                if (p[q] > threshold) {
+                    if (count >= cap) return -1;
+                    high_at[count] = (int64_t)(row0 * k + q);
+                    high_p[count++] = p[q];
+                }
+        }
+    }
+    return count;
+}
+
+size_t skts_report_bytes(ptrdiff_t k) {
+    return skts_scratch_bytes(k) + (size_t)(chunk_rows(k) * k) * sizeof(double);
+}
+
+#define REPORT_CASE(K)                                                        \
+    case K:                                                                   \
+        count = report_chunk(zc, z_f32, r, K, row0, beta, y + row0, w ? w + row0 : w, \
+                             nw, ldw, threshold, predicted + row0, top + row0,\
+                             p_y + row0, log_p_y + row0, sumsq + row0, colsum,\
+                             high_at, high_p, cap, count, u, e, mx, s, p);    \
+        break;
+
+SKTS_CLONES
+ptrdiff_t skts_report_rows(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k,
+                           double beta, const int64_t *y, const double *w,
+                           ptrdiff_t nw, ptrdiff_t ldw, double threshold,
+                           int64_t *predicted, double *top, double *p_y,
+                           double *log_p_y, double *sumsq, double *colsum,
+                           int64_t *high_at, double *high_p, ptrdiff_t cap,
+                           void *scratch) {
+    const ptrdiff_t rc = chunk_rows(k);
+    double *u = (double *)scratch, *e = u + rc * k;
+    double *mx = e + rc * k, *s = mx + rc;
+    double *p = (double *)((char *)scratch + skts_scratch_bytes(k));
+    const size_t isz = z_f32 ? 4 : 8;
+    ptrdiff_t count = 0;
+    for (ptrdiff_t row0 = 0; row0 < n && count >= 0; row0 += rc) {
+        const ptrdiff_t r = n - row0 < rc ? n - row0 : rc;
+        const void *zc = (const char *)z + (size_t)(row0 * k) * isz;
+        /* (a compile-time number of classes where it is small, as softmax) */
+        switch (k) {
+            REPORT_CASE(2) REPORT_CASE(3) REPORT_CASE(4) REPORT_CASE(5)
+            REPORT_CASE(6) REPORT_CASE(8) REPORT_CASE(10) REPORT_CASE(16)
+        default:
+            count = report_chunk(zc, z_f32, r, k, row0, beta, y + row0, w ? w + row0 : w,
+                                 nw, ldw, threshold, predicted + row0, top + row0,
+                                 p_y + row0, log_p_y + row0, sumsq + row0, colsum,
+                                 high_at, high_p, cap, count, u, e, mx, s, p);
+        }
+    }
+    return count;
 }

@@ -260,5 +260,13 @@ int skts_varies(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k, ptrdiff_t ld
 void skts_softmax_rows(const void *z, int z_f32, ptrdiff_t n_rows,
                        ptrdiff_t n_classes, double beta, int log_out,
                        void *out, int out_f32, void *scratch);
+size_t skts_report_bytes(ptrdiff_t n_classes);
+ptrdiff_t skts_report_rows(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k,
+                           double beta, const int64_t *y, const double *w,
+                           ptrdiff_t nw, ptrdiff_t ldw, double threshold,
+                           int64_t *predicted, double *top, double *p_y,
+                           double *log_p_y, double *sumsq, double *colsum,
+                           int64_t *high_at, double *high_p, ptrdiff_t cap,
+                           void *scratch);
 
 #endif

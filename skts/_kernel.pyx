@@ -65,6 +65,13 @@ cdef extern from "_kernel.h" nogil:
     void skts_softmax_rows(const void *z, int z_f32, Py_ssize_t n_rows,
                            Py_ssize_t n_classes, double beta, int log_out,
                            void *out, int out_f32, void *scratch)
+    size_t skts_report_bytes(Py_ssize_t n_classes)
+    Py_ssize_t skts_report_rows(
+        const void *z, int z_f32, Py_ssize_t n, Py_ssize_t k, double beta,
+        const int64_t *y, const double *w, Py_ssize_t nw, Py_ssize_t ldw,
+        double threshold, int64_t *predicted, double *top, double *p_y,
+        double *log_p_y, double *sumsq, double *colsum, int64_t *high_at,
+        double *high_p, Py_ssize_t cap, void *scratch)
     double skts_exp64(double x)
     float skts_exp32(float x)
     double skts_log64(double s)
@@ -119,6 +126,7 @@ cdef int NLL = 0, SLOPES = 1, DERIV = 2, WINDOW = 3
 BLOCK_ELEMENTS = 1 << 16
 cdef Py_ssize_t _BLOCK_ELEMENTS = 1 << 16
 _CA = ("C", "A")  # contiguous and aligned (np.require)
+_TINY = np.finfo(np.float64).tiny
 
 
 cdef inline Py_ssize_t _rows_per_block(Py_ssize_t k) noexcept nogil:
@@ -211,7 +219,7 @@ cdef inline bint _labels_in_range(
     return not outside
 
 
-cdef int _SUMS = 0, _SOFTMAX = 1
+cdef int _SUMS = 0, _SOFTMAX = 1, _REPORT = 2
 
 
 cdef class _Pass:
@@ -239,6 +247,18 @@ cdef class _Pass:
     cdef size_t isz, osz
     cdef void *o
     cdef double beta
+    # (_REPORT: outputs per row, per block and per value above threshold)
+    cdef Py_ssize_t nw, per_row
+    cdef double threshold
+    cdef int64_t *predicted
+    cdef double *top
+    cdef double *p_y
+    cdef double *log_p_y
+    cdef double *sumsq
+    cdef double *colsum
+    cdef int64_t *high_at
+    cdef double *high_p
+    cdef int64_t *counts
     cdef object keep
     cdef object finished
 
@@ -252,6 +272,20 @@ cdef class _Pass:
                 self.z_f32, rows, self.k, self.beta, self.log_out,
                 <void *>(<char *>self.o + row0 * self.k * self.osz),
                 self.out_f32, scratch)
+            return
+        if self.kind == _REPORT:
+            self.counts[b] = skts_report_rows(
+                <const void *>(<const char *>self.z + row0 * self.k * self.isz),
+                self.z_f32, rows, self.k, self.beta, self.y + row0,
+                self.w + row0, self.nw, self.n,
+                self.threshold, self.predicted + row0, self.top + row0,
+                self.p_y + row0, self.log_p_y + row0, self.sumsq + row0,
+                self.colsum + b * self.nw * self.k,
+                self.high_at + row0 * self.per_row,
+                self.high_p + row0 * self.per_row, rows * self.per_row,
+                scratch)
+            if self.counts[b] == -2:
+                self.bad = 1
             return
         a = self.base
         a.n_rows = rows
@@ -297,6 +331,20 @@ cdef class _Pass:
                 last = 1
         free(scratch)
         return last
+
+
+cdef _Pass _new_pass(int kind, Py_ssize_t n, Py_ssize_t k, Py_ssize_t step,
+                     size_t scratch_bytes):
+    """A pass of ``kind`` over ``n`` rows of ``k`` logits in blocks of
+    ``step`` rows, each thread with ``scratch_bytes`` of scratch."""
+    cdef _Pass p = _Pass.__new__(_Pass)
+    p.kind = kind
+    p.n = n
+    p.k = k
+    p.step = step
+    p.n_blocks = (n + step - 1) // step
+    p.scratch_bytes = scratch_bytes
+    return p
 
 
 def _help(_Pass p):
@@ -345,6 +393,15 @@ cdef _execute(_Pass p, int n_threads):
         p.finished.wait()
     if p.no_memory:
         raise MemoryError("skts: no memory for the kernel's scratch buffers.")
+
+
+cdef _bad_label(y_arr, Py_ssize_t k):
+    outside = np.flatnonzero((y_arr < 0) | (y_arr >= k))
+    i = int(outside[0])
+    raise ValueError(
+        f"skts kernel: y must hold class indices in [0, {k}); got "
+        f"{int(y_arr[i])} at row {i}."
+    )
 
 
 cdef tuple _run(
@@ -441,15 +498,9 @@ cdef tuple _run(
             raise ValueError("finite_out must be float64 of one value per block")
         finite_v = finite_out
         base.finite_out = &finite_v[0]
-    cdef _Pass p = _Pass.__new__(_Pass)
-    p.kind = _SUMS
+    cdef _Pass p = _new_pass(_SUMS, n, k, step, skts_scratch_bytes(k))
     p.base = base
-    p.n = n
-    p.k = k
-    p.step = step
-    p.n_blocks = n_blocks
     p.width = nt * width
-    p.scratch_bytes = skts_scratch_bytes(k)
     p.z = z_p
     p.y = &y_v[0]
     p.w = w_p
@@ -460,12 +511,7 @@ cdef tuple _run(
     _execute(p, n_threads)
     cdef int bad = p.bad
     if bad:
-        outside = np.flatnonzero((y_arr < 0) | (y_arr >= k))
-        i = int(outside[0])
-        raise ValueError(
-            f"skts kernel: y must hold class indices in [0, {k}); got "
-            f"{int(y_arr[i])} at row {i}."
-        )
+        _bad_label(y_arr, k)
     return out, (found if facts else None)
 
 
@@ -568,14 +614,8 @@ def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
     else:
         od = out
         o_p = &od[0, 0]
-    cdef Py_ssize_t step = _rows_per_block(k)
-    cdef _Pass p = _Pass.__new__(_Pass)
-    p.kind = _SOFTMAX
-    p.n = n
-    p.k = k
-    p.step = step
-    p.n_blocks = (n + step - 1) // step
-    p.scratch_bytes = skts_scratch_bytes(k)
+    cdef _Pass p = _new_pass(_SOFTMAX, n, k, _rows_per_block(k),
+                             skts_scratch_bytes(k))
     p.z = z_p
     p.z_f32 = z_f32
     p.isz = 4 if z_f32 else 8
@@ -587,6 +627,104 @@ def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):
     p.keep = (logits, out)
     _execute(p, n_threads)
     return out
+
+
+def report_rows(logits, double beta, y, weights, double threshold, int n_threads=1):
+    """The calibration report's quantities of ``softmax(beta * logits)`` in
+    one read (``skts_report_rows``), without the probabilities whole: a dict
+    of each row's ``predicted`` (first argmax of the logits), ``top`` (its
+    probability), ``p_y``, ``log_p_y`` (never clipped), ``sumsq`` (``sum_j
+    p_j^2``); ``colsum`` (``weights @ proba``, ``weights`` of shape
+    (n_weights, n)); ``high_at`` and ``high_p``, the flat positions and
+    values of the probabilities above ``threshold`` (in (0, 1]), in order.
+
+    The blocks (of ``ceil(2^14 / k)`` rows or an eighth of the rows) depend
+    on the shape alone, and each adds its own column sums, added in order
+    after: the same bits at any thread count. ``None`` if a row has more
+    than ``1 + floor(1 / threshold)`` values above the threshold (rounding
+    cannot make that many; the caller then takes the probabilities whole)."""
+    _check_logits(logits, False)
+    cdef Py_ssize_t n = logits.shape[0], k = logits.shape[1]
+    y_arr = np.require(y, np.int64, _CA)
+    _check_rows(y_arr, n, "y")
+    w_arr = np.require(weights, np.float64, _CA)
+    if w_arr.ndim != 2 or w_arr.shape[0] < 1 or w_arr.shape[1] != n:
+        raise ValueError(
+            f"skts kernel: weights must be 2-D, one row or more, with one column "
+            f"per row of logits ({n}); got shape {w_arr.shape}."
+        )
+    if not (0.0 < threshold <= 1.0):
+        raise ValueError(f"skts kernel: threshold must be in (0, 1]; got {threshold}.")
+    if not (0.0 <= beta < float("inf")):
+        raise ValueError(f"skts kernel: beta must be finite and >= 0; got {beta}.")
+    cdef Py_ssize_t nw = w_arr.shape[0]
+    cdef Py_ssize_t per_row = min(k, 1 + int(1.0 / threshold))
+    # (at most 8 blocks, of 2^14 values at least: each adds a column sum of
+    # its own)
+    cdef Py_ssize_t step = max(((1 << 14) + k - 1) // k, (n + 7) // 8, 1)
+    cdef Py_ssize_t n_blocks = (n + step - 1) // step
+    predicted = np.empty(n, dtype=np.int64)
+    top, p_y, log_p_y, sumsq = (np.empty(n) for _ in range(4))
+    colsum = np.zeros((n_blocks, nw, k))
+    high_at = np.empty(n * per_row, dtype=np.int64)
+    high_p = np.empty(n * per_row)
+    counts = np.zeros(n_blocks, dtype=np.int64)
+    if n == 0:
+        return {"predicted": predicted, "top": top, "p_y": p_y,
+                "log_p_y": log_p_y, "sumsq": sumsq, "colsum": np.zeros((nw, k)),
+                "high_at": high_at, "high_p": high_p}
+    cdef int64_t[::1] v_pred = predicted, v_counts = counts, v_at = high_at
+    cdef double[::1] v_top = top, v_py = p_y, v_lpy = log_p_y, v_sq = sumsq
+    cdef double[::1] v_hp = high_p
+    cdef double[:, :, ::1] v_cs = colsum
+    cdef const int64_t[::1] yv = y_arr
+    cdef const double[:, ::1] wv = w_arr
+    cdef _Pass p = _new_pass(_REPORT, n, k, step, skts_report_bytes(k))
+    p.z = _first(logits)
+    p.z_f32 = logits.dtype == np.float32
+    p.isz = 4 if p.z_f32 else 8
+    p.beta = beta
+    p.y = &yv[0]
+    p.w = &wv[0, 0]
+    p.nw = nw
+    p.per_row = per_row
+    p.threshold = threshold
+    p.predicted = &v_pred[0]
+    p.top = &v_top[0]
+    p.p_y = &v_py[0]
+    p.log_p_y = &v_lpy[0]
+    p.sumsq = &v_sq[0]
+    p.colsum = &v_cs[0, 0, 0]
+    p.high_at = &v_at[0]
+    p.high_p = &v_hp[0]
+    p.counts = &v_counts[0]
+    p.keep = (logits, y_arr, w_arr, predicted, top, p_y, log_p_y, sumsq, colsum,
+              high_at, high_p, counts)
+    _execute(p, n_threads)
+    if p.bad:
+        _bad_label(y_arr, k)
+    if (counts < 0).any():
+        return None
+    # (each block's values above the threshold, in order; their positions
+    # are within the block)
+    cdef Py_ssize_t room = step * per_row
+    at = [high_at[b * room : b * room + counts[b]] + b * step * k
+          for b in range(n_blocks)]
+    values = [high_p[b * room : b * room + counts[b]] for b in range(n_blocks)]
+    out_sums = colsum[0].copy()
+    for b in range(1, n_blocks):
+        out_sums += colsum[b]
+    return {
+        "predicted": predicted,
+        "top": top,
+        "p_y": p_y,
+        # (log p_y where p_y is a normal float64, numpy's vectorised log)
+        "log_p_y": np.log(p_y, out=log_p_y, where=p_y >= _TINY),
+        "sumsq": sumsq,
+        "colsum": out_sums,
+        "high_at": np.concatenate(at),
+        "high_p": np.concatenate(values),
+    }
 
 
 def _elementwise(x, int which):

@@ -897,6 +897,68 @@ def test_every_entry_point_checks_the_shapes_it_is_given(read):
         _kernel.varies(z, w[:10])
     with pytest.raises(ValueError, match="logits must be"):
         _kernel.softmax(z[::2], 1.0, False, np.float64)
+    ones = np.ones((1, 1000))
+    assert _kernel.report_rows(z, 1.0, y, ones, 0.1)["predicted"].shape == (1000,)
+    bad_report = [
+        ((z[:, ::2], 1.0, y, ones, 0.1), "logits must be a 2-D float32"),
+        ((z, 1.0, y[:10], ones, 0.1), "y must be 1-D with one value per row"),
+        ((z, 1.0, y, np.ones(1000), 0.1), "weights must be 2-D, one row or more"),
+        ((z, 1.0, y, ones[:, :-1], 0.1), "weights must be 2-D"),
+        ((z, 1.0, y, ones[:0], 0.1), "weights must be 2-D, one row or more"),
+        ((z[:, :0], 1.0, y, ones, 0.1), "logits must be a 2-D float32"),
+        ((z, 1.0, y, ones, 0.0), "threshold must be in"),
+        ((z, float("inf"), y, ones, 0.1), "beta must be finite"),
+        ((z, 1.0, np.where(y == 3, 5, y), ones, 0.1), r"\[0, 5\); got 5 at row"),
+        ((z, 1.0, np.where(y == 3, -1, y), ones, 0.1), r"got -1 at row"),
+    ]
+    for args, match in bad_report:
+        with pytest.raises(ValueError, match=match):
+            _kernel.report_rows(*args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 10, 17, 1000, 5000])
+def test_the_report_read_is_the_softmax_at_any_thread_count(k, dtype):
+    # One read of the logits gives the report's quantities of the compiled
+    # softmax's own probabilities: the logits' first argmax (ties), p there
+    # and at the label, the values above the threshold, bit for bit; the
+    # squares' and the weighted columns' sums to their rounding; log p_y
+    # against mpmath, also where p_y is 0 (the log-softmax's value). The
+    # same bits on one thread and two.
+    rng = np.random.default_rng(k)
+    n = max(40, 60_000 // k)
+    z = (rng.normal(size=(n, k)) * 4).astype(dtype)
+    z[::3, k // 2] = z[::3].max(axis=1)
+    z[::3, -1] = z[::3, k // 2]
+    z[1] = 0.0
+    y = rng.integers(0, k, n)
+    z[2, (y[2] + 1) % k] = z[2].max() + 2000.0  # p_y = 0 in float64
+    w = np.vstack([np.ones(n), rng.integers(0, 3, n), np.zeros(n)])
+    beta = 0.8
+    got = [_kernel.report_rows(z, beta, y, w, 1 / 15, t) for t in (1, 2)]
+    for key in got[0]:
+        assert np.array_equal(got[0][key], got[1][key]), key
+    r = got[0]
+    p = _kernel.softmax(z, beta, False, np.float64)
+    rows = np.arange(n)
+    first = z.argmax(axis=1)
+    assert np.array_equal(r["predicted"], first)
+    assert np.array_equal(r["top"], p[rows, first])
+    assert np.array_equal(r["p_y"], p[rows, y]) and r["p_y"][2] == 0.0
+    flat = np.flatnonzero(p > 1 / 15)
+    assert np.array_equal(r["high_at"], flat)
+    assert np.array_equal(r["high_p"], p.reshape(-1)[flat])
+    unit = 2.0**-52
+    np.testing.assert_allclose(r["sumsq"], np.einsum("ij,ij->i", p, p), rtol=k * unit)
+    np.testing.assert_allclose(r["colsum"], w @ p, rtol=n * unit, atol=1e-300)
+    assert np.all(r["colsum"][2] == 0.0)
+    with mpmath.workdps(40):
+        for i in [0, 1, 2, 3, n - 1]:
+            row = [mpmath.mpf(float(v)) for v in z[i]]
+            m = max(row)
+            lse = mpmath.log(mpmath.fsum(mpmath.exp(beta * (v - m)) for v in row))
+            want = float(beta * (row[y[i]] - m) - lse)
+            assert r["log_p_y"][i] == pytest.approx(want, rel=1e-14, abs=1e-14), i
 
 
 def test_the_block_size_is_the_kernels():

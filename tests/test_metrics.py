@@ -215,6 +215,55 @@ def test_streamed_log_loss_against_60_digits(dtype):
         assert report["log_loss"] == pytest.approx(float(np.mean(want)), rel=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 10, 100, 4096, 4097])
+def test_the_compiled_report_read_is_the_report_of_the_probabilities(
+    monkeypatch, k, dtype
+):
+    # The streamed report reads the logits once in compiled code (no float64
+    # probabilities whole) where it can: every metric and every bootstrap
+    # interval, paired forecasts included, equal those of the probabilities
+    # (the path it replaces) to summation order. Ties at a row's maximum,
+    # rows of equal logits and labels of probability 0; several blocks a
+    # group (4,096 classes: two rows a block). Wider rows keep the path of
+    # the probabilities.
+    rng = np.random.default_rng(k)
+    n = max(100, 200_000 // k)
+    z = rng.normal(scale=3.0, size=(n, k)).astype(dtype)
+    z[::3, k // 2] = z[::3].max(axis=1)
+    z[::3, -1] = z[::3, k // 2]
+    z[1] = 0.0
+    y = np.where(rng.random(n) < 0.6, z.argmax(1), rng.integers(0, k, n))
+    z[2, (y[2] + 1) % k] = z[2].max() + 2000.0  # p_y = 0
+    other = (z * 0.5 + rng.normal(size=z.shape)).astype(dtype)
+    used = []
+    compiled = report_module._compiled_row_stats
+
+    def counting(*args):
+        got = compiled(*args)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(report_module, "_compiled_row_stats", counting)
+    fast, fast_boot = report_module._streamed_sums(
+        z, y, [1.0, 1.7], 20, 4, others=[(other, 1.3)]
+    )
+    assert used and all(u == (k <= report_module._COMPILED_CLASSES) for u in used)
+    monkeypatch.setattr(report_module, "_compiled_row_stats", lambda *a: None)
+    slow, slow_boot = report_module._streamed_sums(
+        z, y, [1.0, 1.7], 20, 4, others=[(other, 1.3)]
+    )
+    # (sums of non-negative terms: the same to a few units of their size)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-12 * n)
+    np.testing.assert_allclose(fast_boot, slow_boot, rtol=1e-12, atol=1e-12 * n)
+    assert np.array_equal(fast[:, :2], slow[:, :2])  # rows, correct: exact
+    for f, s in zip(fast, slow, strict=True):
+        a = report_module.report_from_sums(f, k, 15)
+        b = report_module.report_from_sums(s, k, 15)
+        for name in b:
+            assert a[name] == pytest.approx(b[name], rel=1e-11, abs=1e-14), name
+
+
 def test_grouped_blocks_draw_the_resamples_of_single_blocks(monkeypatch):
     # The streamed bootstrap draws its resamples block by block; processing
     # several blocks at a time must not change them: the intervals of one

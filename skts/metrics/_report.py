@@ -172,6 +172,42 @@ def _label_log_proba(z, labels, temperature, p_y) -> NDArray[np.float64]:
     return out
 
 
+def _compiled_row_stats(z, labels, temperature, n_bins, weights, threads):
+    """:func:`_row_stats` of ``softmax(z / T)`` (with the logits' first
+    argmax and :func:`_label_log_proba`'s log-loss) from one compiled read
+    of the logits, without the probabilities whole, and the column sums
+    ``weights @ proba``; ``None`` where the kernel does not read ``z`` (then
+    the caller takes the probabilities whole), and for rows of more than
+    ``_COMPILED_CLASSES`` classes."""
+    from skts._numerics import kernel
+
+    with np.errstate(over="ignore"):
+        beta = 1.0 / temperature
+    if z.shape[1] > _COMPILED_CLASSES or not np.isfinite(beta):
+        return None
+    if not kernel.supports(z, strided=False):
+        return None
+    edges = _uniform_edges(n_bins)
+    got = kernel.report_rows(z, beta, labels, weights, edges[1], threads)
+    if got is None:
+        return None
+    k = z.shape[1]
+    rows, cols = np.divmod(got["high_at"], k)
+    p_y = got["p_y"]
+    stats = {
+        "hits": (got["predicted"] == labels).astype(np.float64),
+        "conf": got["top"],
+        "top_bin": _bin_index(got["top"], edges),
+        "nll": -got["log_p_y"],
+        "brier": got["sumsq"] - 2.0 * p_y + 1.0,
+        "cls_row": rows,
+        "cls_bin": cols * n_bins + _bin_index(got["high_p"], edges),
+        "cls_conf": got["high_p"],
+        "true_bin": labels * n_bins + _bin_index(p_y, edges),
+    }
+    return stats, got["colsum"]
+
+
 def _class_bins(proba, edges) -> dict[str, NDArray]:
     """Each class's forecasts in one-vs-rest bins, for :func:`_report_sums`:
     the probabilities beyond the first bin (at most ``n_bins - 1`` of a row:
@@ -191,11 +227,14 @@ def _class_bins(proba, edges) -> dict[str, NDArray]:
     }
 
 
-def _report_sums(stats, w, n_classes, n_bins, out=None) -> NDArray[np.float64]:
+def _report_sums(
+    stats, w, n_classes, n_bins, out=None, column_sums=None
+) -> NDArray[np.float64]:
     """Weighted sums of the row quantities (additive over rows), added to
     ``out`` (zeros if None) and returned. The class-wise sums (``n_classes *
     n_bins`` each) are added where the rows have values: a group of a few
-    rows of 50,000 classes touches few of them."""
+    rows of 50,000 classes touches few of them. ``column_sums``: ``w @
+    proba`` if known (else from ``stats["cls_all"]``)."""
     m = n_bins
     km = n_classes * m
     if out is None:
@@ -218,7 +257,9 @@ def _report_sums(stats, w, n_classes, n_bins, out=None) -> NDArray[np.float64]:
     conf = out[4 + 3 * m : 4 + 3 * m + km]
     high = w[stats["cls_row"]] * stats["cls_conf"]
     np.add.at(conf, stats["cls_bin"], high)
-    conf[::m] += w @ stats["cls_all"] - np.bincount(
+    if column_sums is None:
+        column_sums = w @ stats["cls_all"]
+    conf[::m] += column_sums - np.bincount(
         stats["cls_bin"] // m, weights=high, minlength=n_classes
     )
     np.add.at(out[4 + 3 * m + km :], stats["true_bin"], w)
@@ -269,6 +310,10 @@ def report_sums_from_logits(logits, y_idx, temperature: float, n_bins: int = 15)
 # busy processes (benchmarks/bench_report.py --load 2).
 _GROUP_VALUES = 1 << 18
 _GROUP_ROWS = 1 << 13
+# Rows of at most 2^12 classes are read by the kernel's report pass; wider
+# ones take the probabilities whole (then each row's float64 arrays leave the
+# cache, and the pass was 4% slower at 50,000 classes: docs/scale.md).
+_COMPILED_CLASSES = 1 << 12
 
 
 def _streamed_sums(
@@ -301,8 +346,11 @@ def _streamed_sums(
     ``(n_forecasts, n_bootstrap, width)``, the temperatures first.
     """
     from skts._numerics import blocks, rows_per_block, softmax
+    from skts._numerics._threads import kernel_threads
 
     n, k = logits.shape
+    # (the threads of the whole read: a group of rows is a part of it)
+    threads = kernel_threads(None, n * k)
     forecasts = [(logits, t) for t in temperatures] + list(others)
     width = 4 + 3 * n_bins + 2 * k * n_bins
     sums = np.zeros((len(forecasts), width))
@@ -327,20 +375,27 @@ def _streamed_sums(
                     np.bincount(rng.integers(0, size, size=c), minlength=size)
                 )
         counts = [np.concatenate(d).astype(float) for d in drawn]
+        weights = np.vstack([np.ones(m), *counts])
         read = {}
         for i, (source, t) in enumerate(forecasts):
             if id(source) not in read:
-                z = source[rows]
+                read[id(source)] = [source[rows], None]
+            z = read[id(source)][0]
+            compiled = _compiled_row_stats(z, labels, t, n_bins, weights, threads)
+            if compiled is not None:
+                stats, column_sums = compiled
+            else:
                 # Correct means what predict says: the first argmax of the
                 # logits (rounded probabilities of a near-tie may differ).
-                read[id(source)] = z, np.asarray(z).argmax(axis=1)
-            z, predicted = read[id(source)]
-            proba = softmax(z, t)
-            log_p_y = _label_log_proba(z, labels, t, proba[np.arange(m), labels])
-            stats = _row_stats(labels, proba, n_bins, log_p_y, predicted)
-            _report_sums(stats, np.ones(m), k, n_bins, out=sums[i])
-            for b, w in enumerate(counts):
-                _report_sums(stats, w, k, n_bins, out=boot[i, b])
+                if read[id(source)][1] is None:
+                    read[id(source)][1] = np.asarray(z).argmax(axis=1)
+                proba = softmax(z, t)
+                log_p_y = _label_log_proba(z, labels, t, proba[np.arange(m), labels])
+                stats = _row_stats(labels, proba, n_bins, log_p_y, read[id(source)][1])
+                column_sums = [None] * len(weights)
+            for b, w in enumerate(weights):
+                out = sums[i] if b == 0 else boot[i, b - 1]
+                _report_sums(stats, w, k, n_bins, out=out, column_sums=column_sums[b])
         if bar is not None:
             bar.update(m)
     return sums, boot
