@@ -361,6 +361,45 @@ def test_window_bound_holds_against_high_precision(name, z, y, w):
 
 
 @pytest.mark.parametrize(
+    ("n", "k"), [(1003, 3), (1003, 10), (301, 32), (301, 33), (150, 1000)]
+)
+def test_unweighted_window_takes_the_log_of_products_of_rows(n, k):
+    # Unweighted, at most 32 classes, the window adds the logarithm of a
+    # product of up to 8 rows' S (one logarithm per 8 rows): within (8 + 40
+    # log K) float64 units of those rows' log S, far inside the float32 units
+    # its bound counts. Wider rows take a log S per row (their exponentials
+    # dwarf it), weighted or not: the same bits.
+    # Against the same read with every weight 1 (a log S per row) and
+    # against 40-digit values; n is no multiple of 16 (a chunk of rows ends
+    # with a partial vector of products). Most labels are their row's
+    # largest logit (the loss is then log S alone: the two sums differ).
+    rng = np.random.default_rng(k)
+    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    z[::7] *= 20.0  # (spread rows: S near 1; flat ones: S near K)
+    z[1::7] *= 0.01
+    y = rng.integers(0, k, n)
+    top = rng.random(n) < 0.7
+    y[top] = z.argmax(axis=1)[top]
+    ts = np.array([0.5, 1.0, 2.5])
+    plain = Rows(z, y).window(ts)
+    ones = Rows(z, y, np.ones(n)).window(ts)
+    assert np.array_equal(plain.bound, ones.bound)
+    per_row = (8 + 40 * np.log(k)) * U64 + 64 * U64 * np.abs(ones.estimate)
+    assert np.all(np.abs(plain.estimate - ones.estimate) <= per_row)
+    # (another sum at most 32 classes; the same one above)
+    assert np.array_equal(plain.estimate, ones.estimate) == (k > 32)
+    if k <= 33:
+        exact, _ = Rows(z, y).exact(ts, digits=40)
+        exact = np.array([float(v) for v in exact])
+        assert np.all(np.abs(plain.estimate - exact) <= plain.bound)
+    # A row's own S, alone: its product is itself (log S, the same bits).
+    for i in (0, 1, n - 1):
+        alone = Rows(z[i : i + 1], y[i : i + 1])
+        weighted = Rows(z[i : i + 1], y[i : i + 1], np.ones(1))
+        assert np.array_equal(alone.window(ts).estimate, weighted.window(ts).estimate)
+
+
+@pytest.mark.parametrize(
     ("k", "scale"),
     [(10, 4.0), (33, 30.0), (1000, 0.05), (1000, 6.0), (5000, 1.0)],
     ids=["10-spread", "33-very-spread", "1000-flat", "1000-spread", "5000"],

@@ -439,7 +439,11 @@ class Rows:
         the roundings of ``d``, ``beta``
         and their product, each amplified by ``|u_j|`` through the exponential.
         ``log S``, in float64, adds an error of a few float64 units of itself,
-        far inside the float32 units counted. (The first, NumPy, version of
+        far inside the float32 units counted; unweighted rows of at most 32
+        classes take one logarithm of the product of up to 8 rows' ``S``
+        (each in ``[1, K]``), within ``8 + 40 log K`` float64 units of those
+        rows' ``log S`` (a logarithm per row cost as much as the
+        exponentials at 10 classes). (The first, NumPy, version of
         this read summed and took the log in float32, and counted ``24 u`` for
         NumPy's pairwise sum and ``8 u log S`` for the log; neither applies to
         the kernel's ``S`` and float64 ``log S``.) Exponents
