@@ -6,6 +6,7 @@ minutes)::
 
     python benchmarks/bench_reads.py
     python benchmarks/bench_reads.py --shapes 50000x1000 --seeds 0,1,2
+    python benchmarks/bench_reads.py --resample 90
 
 Per shape, seed and kind of logits (float32 normal logits of scale 1.5, 3 or
 6, the label the row's argmax 50%, 70% or 90% of the time, else uniform: the
@@ -15,13 +16,23 @@ window, and the float64 values of a near-tie), the warm start's distance
 from the minimiser in its own standard errors (the continuous solver's
 ``T``), and the fit's time (min of ``--rounds``, default threads). Reads are
 deterministic: they reproduce exactly on a rerun; the times do not.
+
+``--resample N``: instead, bench_fit.py's 1,000,000 x 10 synthetic logits,
+N times with their rows shuffled and their scale drawn from [0.7, 1.4] (the
+warm start's sample and the minimiser's place on the grid change): the
+reads each fit takes and what they are (``wK``: a float32 window of K
+candidates, ``nll``: the float64 values of a near-tie, ``derivatives``: a
+float32 Newton step, ``slopes``: a float64 read at the range's ends), and
+the mean fit time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -43,15 +54,64 @@ def logits(n: int, k: int, seed: int, scale: float, p: float):
     return z, y
 
 
+def resampled(n_sets: int, rounds: int) -> None:
+    """The reads of ``n_sets`` resampled copies of bench_fit's 1M x 10."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_fit
+
+    z0, y0 = bench_fit.synthetic(1_000_000, 10)
+    rng = np.random.default_rng(0)
+    log: list[str] = []
+    reads = {
+        name: getattr(Rows, name) for name in ("window", "nll", "derivatives", "slopes")
+    }
+
+    def spy(name):
+        def read(rows, what, *a, **kw):
+            log.append(f"w{len(what)}" if name == "window" else name)
+            return reads[name](rows, what, *a, **kw)
+
+        return read
+
+    for name in reads:
+        setattr(Rows, name, spy(name))
+    kinds: dict[str, int] = {}
+    times = []
+    for _ in range(n_sets):
+        rows = rng.permutation(z0.shape[0])
+        z = np.ascontiguousarray(z0[rows] * np.float32(rng.uniform(0.7, 1.4)))
+        y = y0[rows]
+        best = np.inf
+        for _ in range(rounds):
+            log.clear()
+            start = time.perf_counter()
+            grid_search(z, y, bench_fit.GRID)
+            best = min(best, time.perf_counter() - start)
+        kinds[" ".join(log)] = kinds.get(" ".join(log), 0) + 1
+        times.append(best)
+    for name, read in reads.items():
+        setattr(Rows, name, read)
+    print(f"{n_sets} resampled sets of 1000000x10, reads per fit:")
+    for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  {kind}: {count}")
+    mean, median = np.mean(times) * 1e3, np.median(times) * 1e3
+    print(f"fit ms: mean {mean:.1f}, median {median:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="20000x500,100000x300,50000x1000")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--resample", type=int, default=0)
     args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    if args.resample:
+        resampled(args.resample, args.rounds)
+        return
     grid = default_temperatures()
     lo, hi = 1.0 / grid[-1], 1.0 / grid[0]
-    print(f"load average {os.getloadavg()[0]:.2f}; default 1001-candidate grid")
+    print("default 1001-candidate grid")
     print("| data | scale, argmax share | reads | warm start off (se) | fit ms (min) |")
     print("|---|---|---|---|---|")
     counts: dict[int, int] = {}
