@@ -23,7 +23,7 @@ warm start's sample and the minimiser's place on the grid change): the
 reads each fit takes and what they are (``wK``: a float32 window of K
 candidates, ``nll``: the float64 values of a near-tie, ``derivatives``: a
 float32 Newton step, ``slopes``: a float64 read at the range's ends), and
-the mean fit time.
+the mean and median of the fits' times (each the best of ``--rounds``).
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ def resampled(n_sets: int, rounds: int) -> None:
     kinds: dict[str, int] = {}
     times = []
     for _ in range(n_sets):
-        rows = rng.permutation(z0.shape[0])
-        z = np.ascontiguousarray(z0[rows] * np.float32(rng.uniform(0.7, 1.4)))
-        y = y0[rows]
+        order = rng.permutation(z0.shape[0])
+        z = np.ascontiguousarray(z0[order] * np.float32(rng.uniform(0.7, 1.4)))
+        y = y0[order]
         best = np.inf
         for _ in range(rounds):
             log.clear()

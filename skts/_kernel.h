@@ -253,7 +253,10 @@ typedef struct {
 } skts_args;
 
 size_t skts_scratch_bytes(ptrdiff_t n_classes);
-void skts_block(const skts_args *a, void *scratch);
+/* 1 if a label lies outside [0, n_classes) (found chunk by chunk, before
+   any logit is read at a label of the chunk; out is then not to be used),
+   else 0 */
+int skts_block(const skts_args *a, void *scratch);
 double skts_exp32_sum(const float *x, ptrdiff_t n);
 int skts_varies(const void *z, int z_f32, ptrdiff_t n, ptrdiff_t k, ptrdiff_t ld,
                 const double *w);

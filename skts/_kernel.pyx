@@ -18,7 +18,7 @@ that every thread of the team must reach, started or not.
 """
 
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -58,7 +58,7 @@ cdef extern from "_kernel.h" nogil:
         double *out
         unsigned char *found
     size_t skts_scratch_bytes(Py_ssize_t n_classes)
-    void skts_block(const skts_args *a, void *scratch)
+    int skts_block(const skts_args *a, void *scratch)
     double skts_exp32_sum(const float *x, Py_ssize_t n)
     int skts_varies(const void *z, int z_f32, Py_ssize_t n, Py_ssize_t k,
                     Py_ssize_t ld, const double *w)
@@ -206,19 +206,6 @@ cdef _check_rows(arr, Py_ssize_t n, str name):
         )
 
 
-cdef inline bint _labels_in_range(
-    const int64_t *y, Py_ssize_t n, Py_ssize_t k
-) noexcept nogil:
-    # (each block's labels, before the block reads z[i, y[i]]: one unsigned
-    # compare per row, no branch, so the compiler vectorises it)
-    cdef Py_ssize_t i
-    cdef uint64_t limit = <uint64_t>k
-    cdef int outside = 0
-    for i in range(n):
-        outside |= (<uint64_t>y[i]) >= limit
-    return not outside
-
-
 cdef int _SUMS = 0, _SOFTMAX = 1, _REPORT = 2
 
 
@@ -305,9 +292,9 @@ cdef class _Pass:
         if a.finite_out != NULL:
             a.finite_out = a.finite_out + b
         a.found = (self.found + 3 * b) if self.found != NULL else NULL
-        if _labels_in_range(a.y, rows, self.k):
-            skts_block(&a, scratch)
-        else:
+        # (the kernel checks the labels chunk by chunk, before it reads a
+        # logit at one: 1 if one is not a class index)
+        if skts_block(&a, scratch):
             self.bad = 1
 
     cdef int work(self) noexcept nogil:

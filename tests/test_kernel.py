@@ -905,6 +905,35 @@ def test_each_block_says_whether_its_logits_are_all_finite(read, k, dtype):
 
 
 @pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
+@pytest.mark.parametrize("k", [2, 10, 33, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernel_checks_each_label_before_it_reads_the_logit_there(read, k, dtype):
+    # The kernel checks the labels chunk by chunk, before the chunk's logits
+    # are read at them: a label far outside the array (which a read would
+    # fault on, or the sanitizer build report) anywhere, in the first chunk,
+    # at a chunk's or a block's last row, or in the last row, is refused
+    # with the row named, on one thread or two; the rows around it are read.
+    rng = np.random.default_rng(k)
+    n = (3 << 16) // k + 7  # three blocks and a part
+    z = rng.normal(size=(n, k)).astype(dtype)
+    y = rng.integers(0, k, n)
+    w = np.ones(n)
+    chunk = 4096 // k  # (the kernel's chunk: whole lanes of 16 rows)
+    chunk = chunk - chunk % 16 if chunk >= 16 else max(chunk, 1)
+    block = _kernel.rows_per_block(k)
+    values = (k, -1, 1 << 40, -(1 << 40))
+    at = sorted({0, chunk - 1, chunk, block - 1, block, n - 1})
+    for i, bad_at in enumerate(at):
+        value = values[i % 4]
+        bad = y.copy()
+        bad[bad_at] = value
+        with pytest.raises(ValueError, match=f"got {value} at row {bad_at}"):
+            block_pass(z, bad, w, n, [1.0], [1.0], read, n_threads=1 + i % 2)
+    ok = block_pass(z, y, w, n, [1.0], [1.0], read, n_threads=2)[0]
+    assert np.isfinite(ok[:, :, 0]).all()
+
+
+@pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
 def test_every_entry_point_checks_the_shapes_it_is_given(read):
     # Memory safety is the kernel's own: a labels or weights array shorter
     # (or longer) than the logits, mismatched betas, a zero total, or logits
