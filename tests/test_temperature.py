@@ -703,6 +703,38 @@ def test_large_inputs_find_the_brute_force_answer(
         assert len(windows) == 1
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_sharp_window_leans_only_where_float32_can_tie(k, monkeypatch):
+    # A float32 Newton step known to a small fraction of a spacing, 0.4 of
+    # one from the nearest candidate: with three classes or more the window
+    # also holds the next candidate's outer neighbour (the two nearest may
+    # tie within float32's bound); with two, the kernel's window takes
+    # float64 exponentials and holds the three candidates around it alone.
+    from skts._numerics import Rows, _grid
+
+    rng = np.random.default_rng(k)
+    n = 200_000
+    logits = rng.normal(scale=2.0, size=(n, k)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.6, logits.argmax(1), rng.integers(0, k, n))
+    t = solve_continuous(logits, y, 0.05, 20.0, tol=1e-12).temperature
+    step = 0.01
+    grid = t * np.exp(step * (np.arange(-40, 41) + 0.4))  # t 0.4 below grid[40]
+    windows = []
+    window = Rows.window
+
+    def spy(rows, temperatures, *a, **kw):
+        windows.append(len(temperatures))
+        return window(rows, temperatures, *a, **kw)
+
+    monkeypatch.setattr(Rows, "window", spy)
+    start = _grid._Start(1.0 / t, 1.0 / t, 0.0, 0)  # (a sharp step: no error)
+    result = _grid._windows(Rows(logits, y), grid, start)
+    losses = nll_many(logits, y, grid)
+    assert result.temperature == grid[int(np.argmin(losses))] == grid[40]
+    assert windows[0] == (3 if k == 2 else 4)
+    assert result.n_passes == len(windows) == 1
+
+
 @pytest.fixture(scope="module", params=[1, 4])
 def confident_wide(request):
     # 20,000 rows of 500 very confident logits (the label the argmax 90% of

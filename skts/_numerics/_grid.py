@@ -287,8 +287,11 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     # one from the nearest candidate: that one and the next often tie within
     # float32's bound, and the window then needs the next one's outer
     # neighbour too (a candidate costs less than the read that would fetch it).
+    # (Two classes: the kernel's window takes one float64 exponential a row,
+    # and its bound, in float64 units, leaves no near-tie to lean for.)
     sharp = at.newton_error < 0.1 * spacing(cand, beta)
-    lean_past = -math.inf if fused else 0.3 if sharp else math.inf
+    lean = sharp and rows.n_classes > 2
+    lean_past = -math.inf if fused else 0.3 if lean else math.inf
     j, lo, hi = _around(cand, beta, at.newton_error, lean_past)
     if not sharp:
         # After a float32 Newton step of some size, one more candidate on the
