@@ -432,6 +432,9 @@ class XpRows(Rows):
     the continuous answer agrees to its tolerance.
     """
 
+    # (every read is float64: so are the windows, at any number of classes)
+    float64_window = True
+
     def __init__(self, logits, y, sample_weight, xp, device):
         from skts._sklearn_compat import max_precision_float_dtype
 

@@ -17,6 +17,7 @@ from skts._numerics import (
     log_softmax,
     nll,
     nll_many,
+    search_grid,
     softmax,
     solve_continuous,
 )
@@ -755,15 +756,17 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide):
 
 @pytest.mark.parametrize("side", [-1, 1])
 @pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("backend", ["kernel", "array_api_strict"])
 def test_an_off_centre_minimum_is_settled_by_one_window(
-    large_problem, monkeypatch, side, k
+    large_problem, monkeypatch, side, k, backend
 ):
     # The minimum known to a tenth of a candidate spacing, 0.45 of one from
     # the nearest candidate: that one and the next are within float32's
     # bound of each other, and the first window holds both their outer
-    # neighbours (before, a second read fetched the missing one). With two
-    # classes the kernel's window takes float64 exponentials, whose bound
-    # leaves no such tie: the window holds the three candidates around it.
+    # neighbours (before, a second read fetched the missing one). A window
+    # read in float64 (the kernel's at two classes, the array-API backend's
+    # always) has a bound that leaves no such tie: the window holds the
+    # three candidates around it.
     from skts._numerics import Rows, _grid
 
     logits, y, _, _ = large_problem
@@ -788,9 +791,17 @@ def test_an_off_centre_minimum_is_settled_by_one_window(
         return window(rows, temperatures, *a, **kw)
 
     monkeypatch.setattr(Rows, "window", spy)
-    result = grid_search(logits, y, grid)
+    if backend == "kernel":
+        result = grid_search(logits, y, grid)
+    else:
+        xps = pytest.importorskip("array_api_strict", reason="an optional test extra")
+        from skts._array_api import XpRows
+
+        device = xps.Device("device1")
+        z = xps.asarray(logits.astype(np.float64), device=device)
+        result = search_grid(XpRows(z, y, None, xps, device), grid)
     assert result.temperature in brute_force(logits, y, grid)
-    if k == 2:
+    if k == 2 or backend != "kernel":
         assert windows == [3]
         assert result.n_passes == 1
     else:

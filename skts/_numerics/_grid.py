@@ -287,10 +287,10 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     # one from the nearest candidate: that one and the next often tie within
     # float32's bound, and the window then needs the next one's outer
     # neighbour too (a candidate costs less than the read that would fetch it).
-    # (Two classes: the kernel's window takes one float64 exponential a row,
-    # and its bound, in float64 units, leaves no near-tie to lean for.)
+    # (A window read in float64, `Rows.float64_window`, has its bound in
+    # float64 units: no near-tie to lean for.)
     sharp = at.newton_error < 0.1 * spacing(cand, beta)
-    lean = sharp and rows.n_classes > 2
+    lean = sharp and not rows.float64_window
     lean_past = -math.inf if fused else 0.3 if lean else math.inf
     j, lo, hi = _around(cand, beta, at.newton_error, lean_past)
     if not sharp:

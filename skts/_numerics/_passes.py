@@ -288,6 +288,14 @@ class Rows:
         rows only), or None: a piece's later reads are given them."""
         return None if self._maxima is None else self._maxima.values
 
+    @property
+    def float64_window(self) -> bool:
+        """Whether :meth:`window`'s estimates are float64 values, with bounds
+        in float64 units (no near-tie within float32's bound for the search
+        to allow for): the kernel's two-class read takes one float64
+        exponential a row."""
+        return self.n_classes <= 2
+
     def _set(self, logits, y, weights, total, n_jobs) -> None:
         self.logits, self.y, self.sample_weight = logits, y, weights
         self.n_samples, self.n_classes = logits.shape
