@@ -912,7 +912,8 @@ def test_the_kernel_checks_each_label_before_it_reads_the_logit_there(read, k, d
     # are read at them: a label far outside the array (which a read would
     # fault on, or the sanitizer build report) anywhere, in the first chunk,
     # at a chunk's or a block's last row, or in the last row, is refused
-    # with the row named, on one thread or two; the rows around it are read.
+    # with the row named, on one thread or two; the clean labels give finite
+    # sums in every block.
     rng = np.random.default_rng(k)
     n = (3 << 16) // k + 7  # three blocks and a part
     z = rng.normal(size=(n, k)).astype(dtype)
