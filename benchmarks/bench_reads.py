@@ -73,24 +73,26 @@ def resampled(n_sets: int, rounds: int) -> None:
 
         return read
 
-    for name in reads:
-        setattr(Rows, name, spy(name))
     kinds: dict[str, int] = {}
     times = []
-    for _ in range(n_sets):
-        order = rng.permutation(z0.shape[0])
-        z = np.ascontiguousarray(z0[order] * np.float32(rng.uniform(0.7, 1.4)))
-        y = y0[order]
-        best = np.inf
-        for _ in range(rounds):
-            log.clear()
-            start = time.perf_counter()
-            grid_search(z, y, bench_fit.GRID)
-            best = min(best, time.perf_counter() - start)
-        kinds[" ".join(log)] = kinds.get(" ".join(log), 0) + 1
-        times.append(best)
-    for name, read in reads.items():
-        setattr(Rows, name, read)
+    for name in reads:
+        setattr(Rows, name, spy(name))
+    try:
+        for _ in range(n_sets):
+            order = rng.permutation(z0.shape[0])
+            z = np.ascontiguousarray(z0[order] * np.float32(rng.uniform(0.7, 1.4)))
+            y = y0[order]
+            best = np.inf
+            for _ in range(rounds):
+                log.clear()
+                start = time.perf_counter()
+                grid_search(z, y, bench_fit.GRID)
+                best = min(best, time.perf_counter() - start)
+            kinds[" ".join(log)] = kinds.get(" ".join(log), 0) + 1
+            times.append(best)
+    finally:
+        for name, read in reads.items():
+            setattr(Rows, name, read)
     print(f"{n_sets} resampled sets of 1000000x10, reads per fit:")
     for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
         print(f"  {kind}: {count}")
