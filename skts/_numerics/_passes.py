@@ -290,10 +290,8 @@ class Rows:
 
     @property
     def float64_window(self) -> bool:
-        """Whether :meth:`window`'s estimates are float64 values, with bounds
-        in float64 units (no near-tie within float32's bound for the search
-        to allow for): the kernel's two-class read takes one float64
-        exponential a row."""
+        """Whether :meth:`window` gives float64 values (bounds in float64
+        units: no float32 near-ties); the kernel's two-class read does."""
         return self.n_classes <= 2
 
     def _set(self, logits, y, weights, total, n_jobs) -> None:
