@@ -1,5 +1,6 @@
 """Where the real CIFAR logits are: ``$SKTS_DATA`` or ``../shared/data``
-beside the repository (docs/data.md); tests that need them skip otherwise."""
+beside the repository (docs/data.md); tests that need them skip otherwise.
+And ``strict_rows``: the array-API backend's rows as the tests build them."""
 
 import os
 from pathlib import Path
@@ -12,3 +13,15 @@ MISSING = (
     "the real CIFAR logits are neither in ../shared/data nor in $SKTS_DATA "
     "(docs/data.md says where they come from)"
 )
+
+
+def strict_rows(xps, z, y, w=None):
+    """``XpRows`` over ``z`` in float64 on array_api_strict's second device
+    (``xps`` is the module, imported by the test that skips without it)."""
+    import numpy as np
+
+    from skts._array_api import XpRows
+
+    device = xps.Device("device1")
+    logits = xps.asarray(np.asarray(z, dtype=np.float64), device=device)
+    return XpRows(logits, y, w, xps, device)

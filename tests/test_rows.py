@@ -16,6 +16,8 @@ import pytest
 from skts._numerics import EPS, Rows, default_temperatures, search_grid
 from skts._numerics._blocks import error64_factor
 
+from _data import strict_rows
+
 da = pytest.importorskip("dask.array", reason="dask is optional (skts[dask])")
 xps = pytest.importorskip("array_api_strict", reason="array_api_strict is optional")
 
@@ -45,11 +47,7 @@ def _dask(z, y, w):
 
 
 def _array_api(z, y, w):
-    from skts import _array_api
-
-    device = xps.Device("device1")
-    logits = xps.asarray(z.astype(np.float64), device=device)
-    return _array_api.XpRows(logits, y, w, xps, device)
+    return strict_rows(xps, z, y, w)
 
 
 BACKENDS = {"numpy": _numpy, "dask": _dask, "array_api_strict": _array_api}
