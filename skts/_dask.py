@@ -140,24 +140,20 @@ def _pieces(
     their results are folded in the same order: the same bits.
     """
     edges = np.cumsum(row_chunks)
-    n = int(edges[-1])
-    pieces: list[tuple[int, int]] = []
-    owner_prev = None
-    for start in range(0, n, step):
-        stop = min(start + step, n)
-        first = int(np.searchsorted(edges, start, side="right"))
-        last = int(np.searchsorted(edges, stop - 1, side="right"))
-        owner = first if first == last else None
-        if (
-            owner is not None
-            and owner == owner_prev
-            and stop - pieces[-1][0] <= max_rows
-        ):
-            pieces[-1] = (pieces[-1][0], stop)
-        else:
-            pieces.append((start, stop))
-        owner_prev = owner
-    return pieces
+    n = int(edges[-1]) if len(edges) else 0
+    starts = np.arange(0, n, step)
+    # The chunk holding each block, -1 where it straddles two.
+    first = np.searchsorted(edges, starts, side="right")
+    last = np.searchsorted(edges, np.minimum(starts + step, n) - 1, side="right")
+    owner = np.where(first == last, first, -1)
+    # A run: blocks inside one chunk, one after another; cut every
+    # ``max_rows`` rows from its start (a multiple of ``step``).
+    i = np.arange(len(starts))
+    run = (owner < 0) | (np.roll(owner, 1) != owner) | (np.roll(owner, 1) < 0)
+    begun = np.maximum.accumulate(np.where(run, i, 0))
+    cut = run | ((i - begun) % max(1, max_rows // step) == 0)
+    begin = starts[cut].tolist()
+    return list(zip(begin, [*begin[1:], n], strict=True))
 
 
 @dataclass(frozen=True)

@@ -420,6 +420,40 @@ def test_local_cluster_on_shards_gives_the_in_memory_answer(client, tmp_path, so
     np.testing.assert_array_equal(proba[:1000].compute(), ref.predict_proba(z[:1000]))
 
 
+def _pieces_block_by_block(row_chunks, step, max_rows):
+    # The rule read one block at a time: a block inside one chunk joins the
+    # piece before it if that piece's blocks are in the same chunk and the
+    # piece stays within max_rows; a block across chunks is a piece alone.
+    edges = np.cumsum(row_chunks)
+    pieces, before = [], None
+    for start in range(0, int(edges[-1]), step):
+        stop = min(start + step, int(edges[-1]))
+        first, last = np.searchsorted(edges, [start, stop - 1], side="right")
+        owner = first if first == last else None
+        if owner is not None and owner == before and stop - pieces[-1][0] <= max_rows:
+            pieces[-1] = (pieces[-1][0], stop)
+        else:
+            pieces.append((start, stop))
+        before = owner
+    return pieces
+
+
+def test_pieces_are_cut_as_block_by_block():
+    from skts._dask import _pieces
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):  # (empty chunks, chunks shorter than a block)
+        chunks = tuple(int(c) for c in rng.integers(0, 60, rng.integers(1, 8)))
+        chunks = chunks if sum(chunks) else (*chunks, 1)
+        step, per = int(rng.integers(1, 12)), int(rng.integers(1, 6))
+        got = _pieces(chunks, step, step * per)
+        assert got == _pieces_block_by_block(chunks, step, step * per)
+    # the shards of docs/scale.md's table: 20 chunks of 100,000 rows
+    got = _pieces((100_000,) * 20, 128, 128 * 270)
+    assert got == _pieces_block_by_block((100_000,) * 20, 128, 128 * 270)
+    assert len(got) == 75
+
+
 @pytest.mark.parametrize("lazy_labels", [True, False])
 def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
     client, tmp_path, lazy_labels
