@@ -477,6 +477,32 @@ def test_each_pass_is_one_task_per_piece_reading_where_it_runs(
     assert got.temperature_ == _fit(z, y).temperature_
 
 
+def test_the_sample_of_mapped_shards_is_read_by_the_driver(client, tmp_path):
+    # Of shards load_npy_shards maps, the warm start's sample is a few pages
+    # of each piece: the driver reads them itself (a task per piece cost a
+    # 2-worker LocalCluster 5% of a fit); the passes run on the workers.
+    import skts._dask as sd
+
+    z, y = _problem(n=30_000, seed=13)
+    paths = _write_shards(tmp_path, z, y, [10_000, 10_000, 10_000])
+    zd = sd.load_npy_shards([zp for zp, _, _ in paths])
+    yd = sd.load_npy_shards([yp for _, yp, _ in paths], what="labels")
+    passes = grid_search(z, y, np.geomspace(0.01, 100, 1001)).n_passes
+    n_parts = sd.DaskRows(zd, yd).n_parts
+    with distributed.get_task_stream(client) as stream:
+        got = _fit(zd, yd)
+    runs = [t for t in stream.data if str(t["key"]).find("_inline_call") >= 0]
+    assert n_parts > 1 and len(runs) == n_parts * passes
+    assert got.temperature_ == _fit(z, y).temperature_
+    # The same arrays computed from the shards: not mapped, the sample is read
+    # by tasks (one more computation).
+    with distributed.get_task_stream(client) as stream:
+        again = _fit(zd * 1, yd)
+    runs = [t for t in stream.data if str(t["key"]).find("_inline_call") >= 0]
+    assert len(runs) == sd.DaskRows(zd * 1, yd).n_parts * (1 + passes)
+    assert again.temperature_ == got.temperature_
+
+
 def _same_bits(a, b):
     if isinstance(a, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b)
