@@ -161,14 +161,14 @@ else:
     z = load_npy_shards(files)
     y = load_npy_shards(sorted((folder / "labels").glob("*.npy")), what="labels")
     count = [0]
-    compute = dask.compute
+    dask_compute = dask.compute
     def counted(*args, **kwargs):
         count[0] += 1
-        return compute(*args, **kwargs)
+        return dask_compute(*args, **kwargs)
     if mode == "threads":
         dask.compute = counted
         seconds, result = run_fit(z, y, DaskRows)
-        dask.compute = compute
+        dask.compute = dask_compute
         # (the search's passes, each a read of all the data: the driver
         # reads the warm start's sample of mapped shards itself)
         assert count[0] == result.n_passes, count[0]
