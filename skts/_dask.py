@@ -149,7 +149,7 @@ def _pieces(
     # A run: blocks inside one chunk, one after another; cut every
     # ``max_rows`` rows from its start (a multiple of ``step``).
     i = np.arange(len(starts))
-    run = (owner < 0) | (np.roll(owner, 1) != owner) | (np.roll(owner, 1) < 0)
+    run = (owner < 0) | (np.roll(owner, 1) != owner)
     begun = np.maximum.accumulate(np.where(run, i, 0))
     cut = run | ((i - begun) % max(1, max_rows // step) == 0)
     begin = starts[cut].tolist()
