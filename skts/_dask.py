@@ -38,9 +38,7 @@ from skts._numerics import (
     add,
     blocks,
     fold,
-    log_softmax,
     scaled_weights,
-    softmax,
     subsample_rows,
     weight_exponent,
     weight_part,
@@ -56,8 +54,6 @@ __all__ = [
     "DaskRows",
     "is_dask_array",
     "load_npy_shards",
-    "log_softmax_lazy",
-    "softmax_lazy",
 ]
 
 
@@ -103,15 +99,14 @@ _PIECE_BYTES = 64 << 20
 # of 19-20%. Not larger still: a worker's RSS, which Dask's memory limit watches,
 # counts the mapped pages a task holds (512 MiB was no faster).
 _MAPPED_PIECE_BYTES = 256 << 20
-# The names of the arrays load_npy_shards returned whose every chunk is such
-# a view (an array made from one has another name, and its chunks are
-# computed), most recently returned last; at most _MAPPED_NAMES of them, so
-# a long-lived process that opens many shard sets does not grow (an array
-# whose name was dropped is read in the smaller pieces: the same bits).
-# Changed under _MAPPED_LOCK (threads may open shard sets at once).
-_MAPPED: dict[str, None] = {}
-_MAPPED_NAMES = 1024
-_MAPPED_LOCK = threading.Lock()
+# The arrays load_npy_shards returned, by name: their shards and graph (an
+# array made from one, or persisted, has another graph), most recently
+# returned last; at most _SHARDS_NAMES, so a long-lived process that opens
+# many shard sets does not grow (an array dropped is read as any other: the
+# same bits). Changed under _SHARDS_LOCK (threads may open shard sets at once).
+_SHARDS: dict[str, tuple] = {}
+_SHARDS_NAMES = 1024
+_SHARDS_LOCK = threading.Lock()
 # np.load parses a .npy header with ast.literal_eval. On Python 3.11 the AST
 # constructor keeps one recursion count per interpreter, and the garbage
 # collector may switch threads inside it: two threads parsing at once (the
@@ -166,16 +161,34 @@ class _Declared:
     shapes: tuple
 
 
-def _lazy_part(x, name: str, start: int):
-    """A piece's part of ``x``: a NumPy slice as it is, or, for a Dask array,
-    ``(declared, chunks)``: its delayed chunks and the shapes they declare,
-    checked when the task reads them (:func:`_assemble`)."""
+def _shards(x: da.Array) -> _NpyShards | None:
+    """The shards of an array as :func:`load_npy_shards` returned it."""
+    found = _SHARDS.get(x.name)
+    return found[0] if found is not None and found[1] is x.dask else None
+
+
+def _lazy_part(x, name: str, start: int, stop: int):
+    """A piece's part of ``x``: a NumPy slice as it is; of shards as
+    :func:`load_npy_shards` returned them, the read of its rows, which the
+    task calls (:func:`_given`; no Dask graph to build, ship or run); for
+    another Dask array, ``(declared, chunks)``: its delayed chunks and the
+    shapes they declare, checked when the task reads them (:func:`_assemble`)."""
     if not is_dask_array(x):
-        return x
+        return x[start:stop]
+    shards = _shards(x)
+    if shards is not None:
+        return partial(shards.__getitem__, slice(start, stop))
+    x = x[start:stop]
     if x.ndim == 2 and x.numblocks[1] > 1:
         x = x.rechunk({1: -1})
     shapes = tuple((int(r), *(int(c) for c in x.shape[1:])) for r in x.chunks[0])
     return _Declared(name, start, shapes), list(x.to_delayed().ravel())
+
+
+def _given(part):
+    """A piece's part that is not lazy: an array, None, or the read of rows of
+    shards (:func:`_lazy_part`), done here."""
+    return part() if callable(part) else part
 
 
 def _assemble(declared: _Declared, chunks: list) -> NDArray:
@@ -343,9 +356,10 @@ def _inline_call(func, blob: bytes, packed: _Opaque):
     declared, given, args = packed.value
 
     graph, keys = cloudpickle.loads(blob)
-    values = iter(dask.get(graph, [k for ks in keys if ks for k in ks]))
+    wanted = [k for ks in keys if ks for k in ks]
+    values = iter(dask.get(graph, wanted) if wanted else ())
     parts = [
-        g if ks is None else _assemble(d, [next(values) for _ in ks])
+        _given(g) if ks is None else _assemble(d, [next(values) for _ in ks])
         for d, g, ks in zip(declared, given, keys, strict=True)
     ]
     return func(*parts, *args)
@@ -357,7 +371,7 @@ def _lazy_call(func, packed: _Opaque, zc, yc, wc):
     as for :func:`_inline_call`."""
     declared, given, args = packed.value
     parts = [
-        g if d is None else _assemble(d, chunks)
+        _given(g) if d is None else _assemble(d, chunks)
         for d, g, chunks in zip(declared, given, (zc, yc, wc), strict=True)
     ]
     return func(*parts, *args)
@@ -441,18 +455,19 @@ class DaskRows(Rows):
         self.n_jobs = 1
         self._maxima = None
         step = next(iter(blocks(n_samples, n_classes, F32_BLOCKS))).stop
-        size = _MAPPED_PIECE_BYTES if logits.name in _MAPPED else _PIECE_BYTES
+        mapped = getattr(_shards(logits), "mapped", False)
+        size = _MAPPED_PIECE_BYTES if mapped else _PIECE_BYTES
         per_piece = size // logits.dtype.itemsize
         max_rows = max(step, per_piece // n_classes // step * step)
         pieces = _pieces(row_chunks, step, max_rows)
         self.n_parts = len(pieces)
         self._parts = [
             (
-                _lazy_part(logits[a:b], "logits", a),
-                _lazy_part(y[a:b], "y", a),
+                _lazy_part(logits, "logits", a, b),
+                _lazy_part(y, "y", a, b),
                 None
                 if sample_weight is None
-                else _lazy_part(sample_weight[a:b], "sample_weight", a),
+                else _lazy_part(sample_weight, "sample_weight", a, b),
             )
             for a, b in pieces
         ]
@@ -471,7 +486,7 @@ class DaskRows(Rows):
         self._unchecked = True  # (until a read of all the rows found no problem)
         # Of mapped shards, a piece's sample is a few pages: read here, not
         # in a task (58 tasks were 5% of a fit on a 2-worker LocalCluster).
-        here = logits.name in _MAPPED and None not in self._inline
+        here = mapped and None not in self._inline
         got = self._tasks(_sample_part, n_classes, picked, each=pieces, here=here)
         got = got if here else dask.compute(*got)
         if any(part is None for part in got):
@@ -609,39 +624,6 @@ class DaskRows(Rows):
             got = dask.compute(*parts)
         w = None if self._weights is None else scaled_weights(got[2], self._exponent)
         return np.ascontiguousarray(got[0]), np.asarray(got[1]).astype(np.intp), w
-
-
-def _checked(z: NDArray) -> NDArray:
-    z = np.asarray(z)
-    bad = ~np.isfinite(z)
-    if bad.any():
-        i, j = (int(v[0]) for v in np.nonzero(bad))
-        raise ValueError(f"logits must be finite; got {z[i, j].item()!r}.")
-    return z
-
-
-def _softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
-    return softmax(_checked(z), temperature, dtype=dtype)
-
-
-def _log_softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
-    return log_softmax(_checked(z), temperature, dtype=dtype)
-
-
-def softmax_lazy(logits: da.Array, temperature: float, dtype=np.float64) -> da.Array:
-    """``softmax(logits / T)`` as a lazy Dask array (float64 arithmetic,
-    ``dtype`` output)."""
-    logits = as_logits(logits)
-    return logits.map_blocks(_softmax_chunk, temperature, dtype, dtype=dtype)
-
-
-def log_softmax_lazy(
-    logits: da.Array, temperature: float, dtype=np.float64
-) -> da.Array:
-    """``log softmax(logits / T)`` as a lazy Dask array (as
-    :func:`softmax_lazy`)."""
-    logits = as_logits(logits)
-    return logits.map_blocks(_log_softmax_chunk, temperature, dtype, dtype=dtype)
 
 
 class _NpyShards:
@@ -790,10 +772,9 @@ def load_npy_shards(paths, *, what: str = "logits") -> da.Array:
     shards = _NpyShards(paths, what)
     chunks = (shards.sizes, *((n,) for n in shards.shape[1:]))
     array = da.from_array(shards, chunks=chunks, inline_array=True, asarray=False)
-    if shards.mapped:
-        with _MAPPED_LOCK:
-            _MAPPED.pop(array.name, None)
-            _MAPPED[array.name] = None
-            while len(_MAPPED) > _MAPPED_NAMES:
-                del _MAPPED[next(iter(_MAPPED))]
+    with _SHARDS_LOCK:
+        _SHARDS.pop(array.name, None)
+        _SHARDS[array.name] = shards, array.dask
+        while len(_SHARDS) > _SHARDS_NAMES:
+            del _SHARDS[next(iter(_SHARDS))]
     return array

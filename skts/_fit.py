@@ -36,6 +36,7 @@ from skts._validation import (
     check_device_layout,
     check_device_logits,
     check_finite,
+    check_finite_chunk,
     check_layout,
     check_logits,
     check_weights,
@@ -235,6 +236,14 @@ def checked_logits(logits, class_axis: int = 1):
     return check_logits(logits), None, layout
 
 
+def _softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
+    return softmax(check_finite_chunk(z), temperature, dtype=dtype)
+
+
+def _log_softmax_chunk(z, temperature: float, dtype=np.float64) -> NDArray:
+    return log_softmax(check_finite_chunk(z), temperature, dtype=dtype)
+
+
 def apply_temperature(
     logits,
     temperature: float,
@@ -257,10 +266,10 @@ def apply_temperature(
     if is_dask_array(logits):
         if output == "logits":
             return (logits.astype(np.float64) / temperature).astype(dtype)
-        from skts._dask import log_softmax_lazy, softmax_lazy
+        from skts._dask import as_logits
 
-        lazy = log_softmax_lazy if output == "log_proba" else softmax_lazy
-        return lazy(logits, temperature, dtype)
+        chunk = _log_softmax_chunk if output == "log_proba" else _softmax_chunk
+        return as_logits(logits).map_blocks(chunk, temperature, dtype, dtype=dtype)
     if output == "logits":
         out = np.empty(logits.shape, dtype=dtype)
         with np.errstate(over="ignore"):

@@ -39,6 +39,7 @@ __all__ = [
     "check_device_layout",
     "check_device_logits",
     "check_finite",
+    "check_finite_chunk",
     "check_groups",
     "check_layout",
     "check_logits",
@@ -687,6 +688,18 @@ def check_chunk(z, y, w, offset: int, n_classes: int) -> str | None:
         value = z[i, j].item()
         return f"logits must be finite; got {value!r} at row {offset + i}."
     return check_chunk_labels(y, w, offset, n_classes)
+
+
+def check_finite_chunk(z) -> NDArray:
+    """A Dask chunk of logits to predict on, as an array, if every value is
+    finite (else a ValueError naming the first other: the chunk does not
+    know its rows' positions)."""
+    z = np.asarray(z)
+    bad = ~np.isfinite(z)
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        raise ValueError(f"logits must be finite; got {z[i, j].item()!r}.")
+    return z
 
 
 def check_chunk_labels(y, w, offset: int, n_classes: int) -> str | None:

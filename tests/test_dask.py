@@ -817,15 +817,59 @@ def test_pieces_of_mapped_shards_are_larger_and_give_the_same_bits(
         assert _fit(x, labels).temperature_ == want, name
 
 
+def test_a_piece_of_shards_reads_its_rows_with_no_graph(tmp_path, monkeypatch):
+    # A piece of the arrays load_npy_shards returned reads its rows of the
+    # shards itself: no Dask graph built on the driver, shipped and run in
+    # the task (they cost the driver 0.15-0.35 s of a fit). An
+    # array with another graph (computed from the shards, or persisted under
+    # the same name), or shards opened again since, is read through its
+    # graph. Every way gives the in-memory temperature.
+    import skts._dask as sd
+
+    z, y = _problem(n=12_000, k=64, seed=37, dtype=np.float32)
+    paths = _write_shards(tmp_path, z, y, [5_000, 7_000])
+    zd = sd.load_npy_shards([zp for zp, _, _ in paths])
+    yd = sd.load_npy_shards([yp for _, yp, _ in paths], what="labels")
+    want = _fit(z, y).temperature_
+    reads, graphs = [], []  # (each part a task reads: its own read or not)
+    given, run = sd._given, sd.dask.get
+
+    def noted(part):
+        if part is not None:  # (no weights)
+            reads.append(callable(part))
+        return given(part)
+
+    monkeypatch.setattr(sd, "_given", noted)
+    monkeypatch.setattr(
+        sd.dask, "get", lambda g, keys, **kw: graphs.append(keys) or run(g, keys, **kw)
+    )
+    assert _fit(zd, yd).temperature_ == want
+    assert reads and all(reads) and graphs == []
+    again = sd.load_npy_shards([zp for zp, _, _ in paths])
+    again_y = sd.load_npy_shards([yp for _, yp, _ in paths], what="labels")
+    assert again.name == zd.name and again.dask is not zd.dask
+    for name, (zx, yx) in {
+        "computed": (zd * 1, yd * 1),
+        "persisted": (zd.persist(), yd.persist()),
+        "opened again since": (zd, yd),
+    }.items():
+        reads.clear()
+        assert _fit(zx, yx).temperature_ == want, name
+        assert not any(reads), name
+    reads.clear()
+    assert _fit(again, again_y).temperature_ == want
+    assert reads and all(reads)
+
+
 def test_the_names_of_mapped_shard_sets_are_bounded(tmp_path, monkeypatch):
     # A process that opens many shard sets remembers only the most recent
-    # few as mapped (reopening one makes it recent again); an array whose
-    # name was dropped is read in the smaller pieces, with the same bits.
+    # few (reopening one makes it recent again); an array whose name was
+    # dropped is read as any other, in the smaller pieces, with the same bits.
     import skts._dask as sd
 
     per_row = 256 * 4  # (blocks of 1,024 rows)
-    monkeypatch.setattr(sd, "_MAPPED", {})
-    monkeypatch.setattr(sd, "_MAPPED_NAMES", 3)
+    monkeypatch.setattr(sd, "_SHARDS", {})
+    monkeypatch.setattr(sd, "_SHARDS_NAMES", 3)
     monkeypatch.setattr(sd, "_PIECE_BYTES", 1_024 * per_row)
     monkeypatch.setattr(sd, "_MAPPED_PIECE_BYTES", 8_192 * per_row)
     z, y = _problem(n=8_192, k=256, seed=29, dtype=np.float32)
@@ -838,12 +882,12 @@ def test_the_names_of_mapped_shard_sets_are_bounded(tmp_path, monkeypatch):
         arrays.append(sd.load_npy_shards([zp for zp, _, _ in paths]))
     names = [a.name for a in arrays]
     assert len(set(names)) == 5
-    assert list(sd._MAPPED) == names[2:]
+    assert list(sd._SHARDS) == names[2:]
     labels = da.from_array(y, chunks=8_192)
     assert sd.DaskRows(arrays[0], labels).n_parts == 8  # forgotten: 1,024 rows
     assert sd.DaskRows(arrays[4], labels).n_parts == 1  # remembered: 8,192
     sd.load_npy_shards([tmp_path / "2" / "logits_000.npy"])
-    assert list(sd._MAPPED) == [names[3], names[4], names[2]]
+    assert list(sd._SHARDS) == [names[3], names[4], names[2]]
     assert _fit(arrays[0], labels).temperature_ == _fit(z, y).temperature_
 
 
@@ -854,8 +898,8 @@ def test_shard_sets_opened_from_several_threads_keep_the_bound(tmp_path, monkeyp
 
     import skts._dask as sd
 
-    monkeypatch.setattr(sd, "_MAPPED", {})
-    monkeypatch.setattr(sd, "_MAPPED_NAMES", 2)
+    monkeypatch.setattr(sd, "_SHARDS", {})
+    monkeypatch.setattr(sd, "_SHARDS_NAMES", 2)
     z, y = _problem(n=64, k=3, seed=31, dtype=np.float32)
     sets = []
     for i in range(8):
@@ -869,19 +913,19 @@ def test_shard_sets_opened_from_several_threads_keep_the_bound(tmp_path, monkeyp
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         opened = set().union(*pool.map(open_all, range(4)))
     assert len(opened) == 8
-    assert 1 <= len(sd._MAPPED) <= 2
-    assert set(sd._MAPPED) <= opened
+    assert 1 <= len(sd._SHARDS) <= 2
+    assert set(sd._SHARDS) <= opened
 
     # The list changes only under its lock: an open waits while it is held.
-    monkeypatch.setattr(sd, "_MAPPED", {})
+    monkeypatch.setattr(sd, "_SHARDS", {})
     late = []
-    with sd._MAPPED_LOCK:
+    with sd._SHARDS_LOCK:
         opener = threading.Thread(target=lambda: late.append(open_all(0)))
         opener.start()
         opener.join(0.5)
-        assert opener.is_alive() and sd._MAPPED == {} and late == []
+        assert opener.is_alive() and sd._SHARDS == {} and late == []
     opener.join(60)
-    assert not opener.is_alive() and len(sd._MAPPED) == 2
+    assert not opener.is_alive() and len(sd._SHARDS) == 2
     assert late == [opened]  # (the same 8 sets, opened once the lock is free)
 
 
