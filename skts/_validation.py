@@ -674,19 +674,24 @@ def check_piece(z, y, w, start: int, stop: int, n_classes: int) -> str | None:
     return None
 
 
+def _first_nonfinite(z: NDArray) -> tuple[int, int] | None:
+    """Where a 2-D array's first value that is not finite is, or None."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        # One sum is finite only if every value is (scikit-learn's fast
+        # check); an overflowed sum just takes the slow look.
+        if np.isfinite(np.sum(z)):
+            return None
+    bad = ~np.isfinite(z)
+    return tuple(int(v[0]) for v in np.nonzero(bad)) if bad.any() else None
+
+
 def check_chunk(z, y, w, offset: int, n_classes: int) -> str | None:
     """The first problem of one Dask piece's logits, labels and weights, as
     the message the in-memory checks give (positions global: ``offset`` is
     the piece's first row), or None."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        # One sum is finite only if every value is (scikit-learn's fast
-        # check); an overflowed sum just takes the slow look.
-        suspicious = not np.isfinite(np.sum(z))
-    bad = ~np.isfinite(z) if suspicious else None
-    if bad is not None and bad.any():
-        i, j = (int(v[0]) for v in np.nonzero(bad))
-        value = z[i, j].item()
-        return f"logits must be finite; got {value!r} at row {offset + i}."
+    at = _first_nonfinite(z)
+    if at is not None:
+        return f"logits must be finite; got {z[at].item()!r} at row {offset + at[0]}."
     return check_chunk_labels(y, w, offset, n_classes)
 
 
@@ -695,10 +700,9 @@ def check_finite_chunk(z) -> NDArray:
     finite (else a ValueError naming the first other: the chunk does not
     know its rows' positions)."""
     z = np.asarray(z)
-    bad = ~np.isfinite(z)
-    if bad.any():
-        i, j = (int(v[0]) for v in np.nonzero(bad))
-        raise ValueError(f"logits must be finite; got {z[i, j].item()!r}.")
+    at = _first_nonfinite(z)
+    if at is not None:
+        raise ValueError(f"logits must be finite; got {z[at].item()!r}.")
     return z
 
 
