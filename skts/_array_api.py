@@ -507,19 +507,22 @@ class XpRows(Rows):
     def nll_parts(self, temperatures):
         return self._each(self._nll_block, temperatures)
 
-    def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
+    def window_parts(self, temperatures, exact_t, spread, deriv_at=None, slopes=False):
+        # (float64 windows: no slopes; see Rows.window)
         def block(rows):
             est = self._nll_block(rows, temperatures)
             ref = [self._nll_block(rows, exact_t)] if exact_t.size else []
             return est, np.zeros_like(est), ref
 
         parts = self._each(block)
-        if deriv_at is None:
-            return [(*p, np.zeros(2)) for p in parts]
-        # (F', F'') at one of them: a second read, in float64, here.
-        beta = 1.0 / float(temperatures[deriv_at])
-        slopes = self.derivatives_parts([beta], "float64", True)
-        return [(*p, np.asarray(g)[0, 1:3]) for p, g in zip(parts, slopes, strict=True)]
+        gh = np.zeros((len(parts), len(temperatures), 3))
+        if deriv_at is not None:
+            # (F', F'') at one of them: a second read, in float64, here.
+            beta = 1.0 / float(temperatures[deriv_at])
+            sums = self.derivatives_parts([beta], "float64", True)
+            for i, g in enumerate(sums):
+                gh[i, deriv_at, :2] = np.asarray(g)[0, 1:3]
+        return [(*p, g) for p, g in zip(parts, gh, strict=True)]
 
     def derivatives_parts(self, betas, precision, second_moment, higher=False):
         xp = self.xp

@@ -954,7 +954,11 @@ int skts_block(const skts_args *a, void *scratch) {
     const double run32 = k > SKTS_TRANSPOSE_MAX ? SKTS_RUN32 - 1.0 : 0.0;
     const int nv = (a->mode == SKTS_NLL ? 1 : a->mode == SKTS_SLOPES ? 5
                  : 4) /* SKTS_DERIV; SKTS_WINDOW: estimate, bound, F', F'' */
-                 + (a->higher ? 2 : 0);
+                 + (a->higher ? 2 : 0)
+                 + (a->mode == SKTS_WINDOW && a->slopes); /* F''s bound */
+    /* (with slopes: the float32 moments' longest sequential sum, per lane
+       above 32 classes, over the classes below) */
+    const double chain = (double)(k > SKTS_TRANSPOSE_MAX ? (k + L - 1) / L : k);
     double *acc = (double *)calloc((size_t)(nt * nv * L), sizeof(double));
     int top = 1, bottom = 1, varies = 0, nonfinite = 0;
     double span = 0.0;
@@ -1064,7 +1068,8 @@ int skts_block(const skts_args *a, void *scratch) {
             if (single) {
                 const int nmom = a->mode != SKTS_WINDOW
                                      ? (a->higher ? 4 : a->second ? 2 : 1)
-                                 : a->deriv_at == q ? 2 : a->first_spread == q;
+                                 : a->deriv_at == q || a->slopes ? 2
+                                                                 : a->first_spread == q;
                 sums32(d32, r, k, (float)beta, nmom, s, s1, s2, s3, s4, f1, f2,
                        f3, f4, fuse ? (const float *)z : NULL, ld, mx,
                        q == 0 ? next : NULL, next_rows, ldb, esz);
@@ -1165,7 +1170,7 @@ int skts_block(const skts_args *a, void *scratch) {
                 accumulate(acq, row0, r, w, a->inv_total, v0);
                 if (products) add_log_products(acq, s, r, a->inv_total);
                 accumulate(acq + L, row0, r, w, a->inv_total, v1);
-                if (a->deriv_at == q) {
+                if (a->deriv_at == q || a->slopes) {
                     /* F' and F'' there, as SKTS_DERIV computes them */
                     for (ptrdiff_t i = 0; i < r; i++) {
                         const double mean_d = s1[i] / s[i] / bx;
@@ -1175,6 +1180,24 @@ int skts_block(const skts_args *a, void *scratch) {
                     }
                     accumulate(acq + 2 * L, row0, r, w, a->inv_total, v2);
                     accumulate(acq + 3 * L, row0, r, w, a->inv_total, v3);
+                }
+                if (a->slopes) {
+                    /* The bound on F'_row = g - M1 (see Rows.window): with
+                       M1 = E_p[-d] and M2 = E_p[d^2] as computed, twice
+                       u32 (M1 (20 + chain + run32 + log2 K + 3 beta M1) +
+                       3.01 beta M2) + 2 u64 (g + M1), and for the clamped
+                       exponents K T 1e-35 (in M1's sum) + M1 K 1e-37 (in S). */
+                    const double t = a->temps[q];
+                    for (ptrdiff_t i = 0; i < r; i++) {
+                        const double m1 = -s1[i] / s[i] / bx;
+                        const double m2 = s2[i] / s[i] / bx / bx;
+                        v4[i] = 2.0 * unit32 * (m1 * (20.0 + chain + run32 + log2k +
+                                                      3.0 * beta * m1) +
+                                                3.01 * beta * m2) +
+                                2.0 * unit64 * (gap[i] + m1) +
+                                (double)k * (t * 1e-35 + m1 * 1e-37);
+                    }
+                    accumulate(acq + 4 * L, row0, r, w, a->inv_total, v4);
                 }
             }
         }

@@ -208,7 +208,8 @@ enum {
     SKTS_DERIV = 2,  /* out[4k..4k+3] = sums of loss, F'_row, F''_row (or E[-d]), F'_row^2
                         (higher: 6 per beta, and F'''_row, F''''_row) */
     SKTS_WINDOW = 3  /* out[4k..4k+3] = est, err (float32 arithmetic), and at
-                        deriv_at F', F'' (else 0)                    */
+                        deriv_at F', F'' (else 0); with slopes out[5k..5k+4],
+                        F' and F'' at every beta and a proven bound on F' */
 };
 
 typedef struct {
@@ -238,6 +239,8 @@ typedef struct {
                             derived from betas[0]'s in the same read */
     int deriv_at;        /* SKTS_WINDOW: index of the beta where F' and F''
                             are also wanted (float32 exponentials), or -1 */
+    int slopes;          /* SKTS_WINDOW, more than 2 classes: F', F'' and a
+                            proven bound on the error of F' at every beta */
     int higher;          /* SKTS_DERIV and SKTS_SLOPES (moments, no pair): two
                             more sums, of F'''_row and F''''_row (the rows'
                             third and fourth cumulants of d), to steer */

@@ -49,6 +49,7 @@ cdef extern from "_kernel.h" nogil:
         int first_spread
         double spread
         int deriv_at
+        int slopes
         int pair
         int higher
         const double *mx_in
@@ -560,12 +561,14 @@ def derivatives(
 
 def window(
     logits, y, sample_weight, double total, betas, temperatures, *,
-    int first_spread=0, double spread=0.0, int deriv_at=-1,
+    int first_spread=0, double spread=0.0, int deriv_at=-1, bint slopes=False,
     int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
 ):
     """Per-block float32 estimates of each loss and their proven error
     bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
-    n_temperatures, 4)``."""
+    n_temperatures, 4)``. With ``slopes`` (more than two classes), ``(F',
+    F'')`` at every temperature and a proven bound on the error of ``F'``:
+    shape ``(n_blocks, n_temperatures, 5)``."""
     # (the spread measured at the first beta bounds the later, larger ones;
     # any other index would leave the earlier betas without a bound)
     if first_spread not in (-1, 0):
@@ -576,8 +579,11 @@ def window(
     if first_spread == -1 and not (0.0 <= spread < float("inf")):
         raise ValueError(f"skts kernel: spread must be finite and >= 0; got {spread}.")
     cdef skts_args a = _base(WINDOW)
+    if slopes and (logits.ndim != 2 or logits.shape[1] <= 2):
+        raise ValueError("skts kernel: the window's slopes need more than two classes.")
     a.single, a.first_spread, a.spread, a.deriv_at = 1, first_spread, spread, deriv_at
-    return _run(a, 4, logits, y, sample_weight, total, betas, temperatures,
+    a.slopes = slopes
+    return _run(a, 4 + slopes, logits, y, sample_weight, total, betas, temperatures,
                 n_threads, row_max, row_max_out, None, finite_out)[0]
 
 

@@ -25,7 +25,7 @@ enum { BLOCK = 0, SOFTMAX = 1, VARIES = 2, ELEMENTWISE = 3 };
 typedef struct {
     int64_t kind, mode, z_f32, n, k, nt, single, second, moments, facts,
         first_spread, pair, deriv_at, higher, has_w, has_mx_in, want_mx,
-        want_span, width, log_out, out_f32;
+        want_span, width, log_out, out_f32, slopes;
 } header;
 
 static FILE *in;
@@ -104,6 +104,7 @@ int main(int argc, char **argv) {
             a.pair = (int)h.pair;
             a.deriv_at = (int)h.deriv_at;
             a.higher = (int)h.higher;
+            a.slopes = (int)h.slopes;
             a.mx_in = mx_in;
             a.mx_out = h.want_mx ? mx : NULL;
             a.span_out = h.want_span ? &span : NULL;

@@ -434,6 +434,93 @@ def test_float32_window_bound_holds_row_by_row_and_counts_no_float32_log(k, scal
                 assert documented <= err[0] <= documented + slack
 
 
+@pytest.mark.parametrize(
+    ("k", "scale"),
+    [
+        (3, 2.0),
+        (10, 4.0),
+        (32, 0.3),
+        (33, 30.0),
+        (1000, 0.05),
+        (1000, 6.0),
+        (5000, 1.0),
+    ],
+    ids=[
+        "3",
+        "10-spread",
+        "32-flat",
+        "33-very-spread",
+        "1000-flat",
+        "1000-spread",
+        "5000",
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_window_slopes_hold_against_high_precision_row_by_row(k, scale, dtype):
+    # The window's F' at every candidate (slopes=True), one row at a time (an
+    # average over rows would hide a row whose errors all fall one way): within
+    # its proven bound of F' at 60 digits, and that bound is the documented
+    # 2 u32 (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2) + 2 u64 (g +
+    # M1) + K (T 1e-35 + M1 1e-37) (c: the moments' longest float32 sum),
+    # plus the weighted sum's roundings. The slopes change neither the
+    # estimates nor their bounds, and F' is the bits of a deriv_at read's.
+    from _reference import exact_slope
+
+    rng = np.random.default_rng(k)
+    ts = np.array([0.4, 1.0, 3.0])
+    run = 7.0 if k > 32 else 0.0
+    chain = -(-k // 16) if k > 32 else k
+    for i in range(3):
+        z = rng.normal(scale=scale, size=(1, k)).astype(dtype)
+        y = np.array([(7 * i) % k])
+        rows = Rows(z, y)
+        read = rows.window(ts, slopes=True)
+        plain = rows.window(ts)
+        assert np.array_equal(read.estimate, plain.estimate)
+        assert np.array_equal(read.bound, plain.bound)
+        g, bound = read.slopes
+        for q, t in enumerate(ts):
+            exact = float(exact_slope(z, y, 1.0 / t))
+            assert abs(g[q] - exact) <= bound[q]
+            assert g[q] == rows.window(ts, deriv_at=q).slope[0]
+            zd = z[0].astype(np.float64)
+            d = zd - zd.max()
+            p = np.exp(d / t) / np.exp(d / t).sum()
+            m1, m2, gap = float(-(p * d).sum()), float((p * d * d).sum()), -d[y[0]]
+            documented = (
+                2
+                * U32
+                * (m1 * (20 + chain + run + np.log2(k) + 3 * m1 / t) + 3.01 * m2 / t)
+                + 2 * U64 * (gap + m1)
+                + k * (t * 1e-35 + m1 * 1e-37)
+            )
+            assert documented * (1 - 1e-4) <= bound[q] <= documented * 1.001 + 1e-12
+            # (useful: far below the slope one grid step from a minimum)
+            assert bound[q] <= 1e-3 * (1.0 + m1)
+
+
+def test_window_slopes_hold_for_weighted_rows_and_any_thread_count():
+    # Many rows, weights (some 0), float32: F' within its bound of 60 digits,
+    # the same bits on 1 and 2 threads; two classes have no slopes (their
+    # window is float64, with its own bound).
+    from _reference import exact_slope
+
+    rng = np.random.default_rng(5)
+    n, k = 700, 40
+    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.6, z.argmax(1), rng.integers(0, k, n))
+    w = rng.choice([0.0, 0.5, 1.0, 3.0], size=n)
+    ts = np.array([0.7, 0.9])
+    reads = [Rows(z, y, w, n_jobs).window(ts, slopes=True) for n_jobs in (1, 2)]
+    assert np.array_equal(reads[0].slopes[0], reads[1].slopes[0])
+    g, bound = reads[0].slopes
+    for q, t in enumerate(ts):
+        assert abs(g[q] - float(exact_slope(z, y, 1.0 / t, w))) <= bound[q]
+    assert Rows(z[:, :2], y % 2).window(ts, slopes=True).slopes is None
+    with pytest.raises(ValueError, match="more than two classes"):
+        _kernel.window(z[:, :2], y % 2, None, float(n), 1.0 / ts, ts, slopes=True)
+
+
 def _grouped_row_sum(e):
     """The kernel's float32 row sum S of a narrow row's exponentials (at most
     32 classes): groups of g classes (4 from 8 classes, 2 from 4, else 1),

@@ -56,10 +56,10 @@ BUILDS = {
         "aarch64-linux-gnu-gcc", [*PORTABLE, "-static"], ["qemu-aarch64"]),
 }
 
-HEADER = "<21q3d"
+HEADER = "<22q3d"
 FIELDS = ("kind mode z_f32 n k nt single second moments facts first_spread "
           "pair deriv_at higher has_w has_mx_in want_mx want_span width "
-          "log_out out_f32").split()
+          "log_out out_f32 slopes").split()
 
 
 def _logits(rng, n, k, dtype, style):
@@ -117,6 +117,9 @@ def _cases():
                 cases.append(dict(base, kind=0, mode=3, width=4, single=1,
                                   first_spread=-1, spread=2.5, deriv_at=-1,
                                   mx_in=mx))
+                if k > 2:
+                    cases.append(dict(base, kind=0, mode=3, width=5, single=1,
+                                      first_spread=0, deriv_at=-1, slopes=1))
                 for log, out in ((0, np.float64), (1, np.float32)):
                     cases.append(dict(base, kind=1, beta=0.7, log_out=log,
                                       out_f32=int(out == np.float32),
@@ -180,7 +183,7 @@ def _expected(case):
             sums = _kernel.window(
                 z, y, w, total, betas, temps, first_spread=case["first_spread"],
                 spread=case.get("spread", 0.0), deriv_at=case["deriv_at"],
-                row_max_out=mx, **common)
+                slopes=bool(case.get("slopes", 0)), row_max_out=mx, **common)
         assert sums.shape[0] == 1  # one block, as kernel_bits.c runs it
         values = list(sums[0].ravel())
         if found is not None:

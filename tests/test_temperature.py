@@ -754,6 +754,84 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide):
     assert near[int(np.argmin(losses))] == result.temperature
 
 
+def _spy_windows(monkeypatch):
+    """Record each window read's number of candidates and whether it read
+    the slopes."""
+    from skts._numerics import Rows
+
+    windows = []
+    window = Rows.window
+
+    def spy(rows, temperatures, *a, **kw):
+        windows.append((len(temperatures), kw.get("slopes", False)))
+        return window(rows, temperatures, *a, **kw)
+
+    monkeypatch.setattr(Rows, "window", spy)
+    return windows
+
+
+def test_after_a_newton_step_two_candidates_and_their_slopes_settle_it(
+    confident_wide, monkeypatch
+):
+    # After a float32 Newton step the first window holds the two candidates
+    # either side of its answer and reads F' there with a proven bound: by
+    # convexity the slopes exclude every candidate beyond them (four
+    # candidates and no slopes before). The choice is the float64 minimum
+    # among its neighbours (scipy's logsumexp, independent of skts).
+    from scipy.special import logsumexp
+
+    logits, y, _ = confident_wide
+    windows = _spy_windows(monkeypatch)
+    grid = default_temperatures()
+    result = grid_search(logits, y, grid)
+    assert windows[0] == (2, True)
+    assert result.n_passes <= 3
+    j = int(np.flatnonzero(grid == result.temperature)[0])
+    z = logits.astype(np.float64)
+    near = grid[max(j - 2, 0) : j + 3]
+    losses = [
+        float(np.mean(logsumexp(z / t, axis=1) - z[np.arange(len(y)), y] / t))
+        for t in near
+    ]
+    assert near[int(np.argmin(losses))] == result.temperature
+
+
+@pytest.mark.parametrize(
+    ("phase", "weighted"), [(0.0, False), (0.3, False), (0.3, True)]
+)
+def test_the_two_candidate_window_gives_the_rule_wherever_newton_lands(
+    confident_wide, monkeypatch, phase, weighted
+):
+    # Wherever the Newton step lands (offsets in grid steps from the
+    # minimiser: past the next candidate, on a candidate, between two), the
+    # slopes either prove the two candidates hold the minimum or the window
+    # grows: the answer is always the rule's (brute force at 60 digits). With
+    # phase 0 a candidate sits at the continuous minimiser: its F' is about
+    # 0, and no slope there proves anything.
+    from skts._numerics import _grid
+
+    logits, y, t = confident_wide
+    w = None
+    if weighted:  # (weights, some 0: the minimiser moves)
+        w = np.random.default_rng(0).choice([0.0, 0.5, 1.0, 2.0], size=len(y))
+        t = solve_continuous(logits, y, 0.05, 20.0, w).temperature
+    step = 0.0092
+    grid = t * np.exp(step * (np.arange(-25, 26) + phase))
+    allowed = brute_force(logits, y, grid, w)
+    n_windows = []
+    for offset in (-2.6, -1.0, -0.5, 0.0, 0.15, 0.5, 1.7):
+        landing = 1.0 / (t * np.exp(step * offset))
+        monkeypatch.setattr(_grid, "newton_step", lambda *a, b=landing: b)
+        windows = _spy_windows(monkeypatch)
+        result = grid_search(logits, y, grid, w)
+        assert result.temperature in allowed
+        assert windows[0] == (2, True)
+        n_windows.append(len(windows))
+    # (between the two candidates either side of the minimiser: one window)
+    assert n_windows[4] == 1 or phase == 0.0
+    assert max(n_windows) > 1  # (the far landings grew it)
+
+
 @pytest.mark.parametrize("side", [-1, 1])
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("backend", ["kernel", "array_api_strict"])

@@ -269,6 +269,13 @@ def _around(
     return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
 
 
+def _between(cand: NDArray, beta: float) -> int:
+    """``b`` with ``cand[b - 1] < 1/beta <= cand[b]``; 0 if ``1/beta`` lies
+    outside (at or below the smallest, or above the largest candidate)."""
+    b = int(np.searchsorted(cand, 1.0 / beta))
+    return b if b < cand.shape[0] else 0
+
+
 def _log_step(cand: NDArray, j: int) -> float:
     """The candidates' spacing in log T around ``cand[j]`` (0 for one)."""
     a, b = max(j - 1, 0), min(j + 1, cand.shape[0] - 1)
@@ -293,7 +300,23 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     lean = sharp and not rows.float64_window
     lean_past = -math.inf if fused else 0.3 if lean else math.inf
     j, lo, hi = _around(cand, beta, at.newton_error, lean_past)
-    if not sharp:
+    # Windows of at most two candidates also read F' with a proven bound
+    # there (float32 windows of more than two classes): by convexity a proven
+    # slope at an edge bounds every candidate beyond it (see `beyond`).
+    certify = rows.n_classes > 2 and not rows.float64_window
+    bracket = False
+    if certify and at.spread_beta is not None and 0 < (b := _between(cand, beta)):
+        # After a float32 Newton step on all the data: the two candidates
+        # either side of its answer, whose slopes prove that the minimum lies
+        # between them unless the step missed past one (the window then
+        # grows); not when a small step's answer lies within twice its error
+        # of a candidate, likely the minimiser (the window below settles it).
+        step = _log_step(cand, b)
+        near = min(abs(math.log(cand[i] * beta)) for i in (b - 1, b)) / step
+        bracket = not sharp or near > 2.0 * at.newton_error / step
+        if bracket:
+            lo, hi = b - 1, b
+    if not (sharp or bracket):
         # After a float32 Newton step of some size, one more candidate on the
         # side of larger beta (smaller T): F'' usually falls as beta grows
         # (the forecasts sharpen), and Newton then stops short of the root
@@ -304,6 +327,7 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     est: dict[int, float] = {}
     err: dict[int, float] = {}
     exact: dict[int, float] = {}
+    slopes: dict[int, tuple[float, float]] = {}  # F' and its bound
     guess = j
     # Small inputs report the float64 loss at the answer (evaluated with the
     # window); larger ones the float32 estimate, within its proven bound.
@@ -321,7 +345,11 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
                 exact=cand[extra],
                 spread=at.spread if usable else None,
                 deriv_at=todo.index(j) if fused and j in todo else None,
+                slopes=certify and len(todo) <= 2,
             )
+            if read.slopes is not None:
+                g, e = read.slopes
+                slopes.update(zip(todo, zip(g, e, strict=True), strict=True))
             est.update(zip(todo, read.estimate.tolist(), strict=True))
             err.update(zip(todo, read.bound.tolist(), strict=True))
             exact.update(zip(extra, read.reference.tolist(), strict=True))
@@ -340,8 +368,23 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
             low = est[i] - err[i]
             return low - c64 * (abs(low) + 1.0)  # bound on the float64 value at i
 
-        left_ok = lo == 0 or (lo != best and lower(lo) > upper)
-        right_ok = hi == n_cand - 1 or (hi != best and lower(hi) > upper)
+        def beyond(edge: int, out: int) -> bool:
+            """Whether every candidate past ``edge`` (``out``: the nearest of
+            them) is proven worse than ``edge`` itself in float64, from the
+            slope there: ``F(b) >= F(a) + |F'(a)| |b - a|`` (convexity) rises
+            past both float64 values' error bounds."""
+            if edge not in slopes:
+                return False
+            g, e = slopes[edge]
+            run = abs(1.0 / cand[out] - 1.0 / cand[edge]) * (1.0 - 1e-9)
+            rise = (g - e if out < edge else -g - e) * run
+            top = abs(est[edge]) + err[edge]  # (F >= 0 there)
+            return rise > 2.0 * c64 * (2.0 * top + rise + 2.0)
+
+        left_ok = lo == 0 or (lo != best and lower(lo) > upper) or beyond(lo, lo - 1)
+        right_ok = (
+            hi == n_cand - 1 or (hi != best and lower(hi) > upper) or beyond(hi, hi + 1)
+        )
         if left_ok and right_ok:
             close = [i for i in window if i == best or lower(i) <= upper]
             if len(close) == 1 and not want_exact:

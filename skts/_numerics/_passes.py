@@ -25,7 +25,6 @@ call only the named reads.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -38,13 +37,22 @@ from skts._numerics._blocks import (
     blocks,
     error64_factor,
     fold,
-    in_order,
     normalised_weights,
     rows_per_block,
     weights_total,
 )
 from skts._numerics._compiled import kernel
 from skts._numerics._exact import HP_DIGITS, combine_exact, exact_part, exact_values
+from skts._numerics._result import (
+    Slopes,
+    Window,
+    _slopes_item,
+    _slopes_total,
+    _window_item,
+    _window_total,
+    combine_slopes,
+    combine_window,
+)
 from skts._numerics._steps import model_step
 from skts._numerics._threads import kernel_threads, map_blocks, python_threads
 
@@ -97,104 +105,6 @@ class _RowMaxima:
         """After a pass: the maxima it wrote, if any, are known."""
         if self.values is None and self._pending is not None:
             self.values, self._pending = self._pending, None
-
-
-@dataclass(frozen=True)
-class Slopes:
-    """One float64 read at a few ``beta``: ``(F, F', F'')`` per beta (rows of
-    ``values``), a rigorous bound on the error of each computed ``F'``, and
-    two exact facts about the rows of positive weight."""
-
-    values: NDArray  # shape (n_betas, 3)
-    bound: NDArray  # shape (n_betas,)
-    # Every label has the largest logit of its row (and some row varies):
-    # F' < 0 for every beta, exactly, so the smallest T is the unique answer.
-    separable: bool
-    # Every label has the smallest logit of its row (and some row varies):
-    # F' > 0 for every beta, so the largest T is the unique answer.
-    anti_separable: bool
-    # The step to the root of F' in beta per beta, to subtract (inf where F''
-    # is 0 or unknown): Newton's F'/F'', or (orders 4) from the cubic model
-    # of F' (see model_step, skts._numerics._steps).
-    steps: NDArray
-    orders: NDArray | None = None
-    # The largest range (max - min) of a row's logits, when asked for (else
-    # inf): F'' changes by at most a factor exp(span |h|) over a step h.
-    span: float = math.inf
-    # F''' at the first beta, from a higher read (else NaN)
-    third: float = math.nan
-
-    def decreasing(self, k: int) -> bool:
-        """``F' < 0`` at the k-th beta, proven (hence on every smaller beta too)."""
-        return self.separable or self.values[k, 1] < -self.bound[k]
-
-    def increasing(self, k: int) -> bool:
-        """``F' > 0`` at the k-th beta, proven (hence on every larger beta too)."""
-        return self.anti_separable or self.values[k, 1] > self.bound[k]
-
-
-@dataclass(frozen=True)
-class Window:
-    """One float32 read at a few temperatures: ``estimate`` and ``bound`` with
-    ``|estimate - L| <= bound`` for the exact loss ``L``, the float64 values
-    (``Rows.nll``, bit for bit) at the ``exact`` temperatures, and ``(F',
-    F'')`` at ``deriv_at`` (else None)."""
-
-    estimate: NDArray
-    bound: NDArray
-    reference: NDArray
-    slope: tuple[float, float] | None
-
-    def __iter__(self):
-        return iter((self.estimate, self.bound, self.reference, self.slope))
-
-
-def combine_slopes(a, b):
-    """Two per-block results of ``Rows.slopes_parts`` added (blocks in order)."""
-    (sums_a, (top_a, bottom_a, var_a, span_a)) = a
-    (sums_b, (top_b, bottom_b, var_b, span_b)) = b
-    return sums_a + sums_b, (
-        top_a and top_b,
-        bottom_a and bottom_b,
-        var_a or var_b,
-        max(span_a, span_b),
-    )
-
-
-def combine_window(a, b):
-    """Two per-block results of ``Rows.window_parts`` added. The float64
-    reference values are summed float64 block after float64 block (several
-    per float32 block), as ``Rows.nll`` sums them: the same bits."""
-    refs = [*a[2], *b[2]]
-    ref = fold(add, refs) if refs else None
-    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref], a[3] + b[3]
-
-
-def _slopes_item(arrays, i: int):
-    """Block ``i``'s result of ``Rows.slopes_parts``, as ``combine_slopes``
-    folds it."""
-    sums, found, spans = arrays
-    facts = (bool(found[i, 0]), bool(found[i, 1]), bool(found[i, 2]))
-    return sums[i], (*facts, float(spans[i]))
-
-
-def _slopes_total(arrays):
-    sums, found, spans = arrays
-    facts = (bool(found[:, 0].all()), bool(found[:, 1].all()), bool(found[:, 2].any()))
-    return in_order(sums), (*facts, float(spans.max()))
-
-
-def _window_item(arrays, i: int):
-    """Block ``i``'s result of ``Rows.window_parts``, as ``combine_window``
-    folds it."""
-    est, err, refs, gh = arrays
-    return est[i], err[i], [] if refs is None else [refs[i]], gh[i]
-
-
-def _window_total(arrays):
-    est, err, refs, gh = arrays
-    ref = [] if refs is None else [in_order(refs)]
-    return in_order(est), in_order(err), ref, in_order(gh)
 
 
 class Unchecked:
@@ -416,6 +326,7 @@ class Rows:
         exact=None,
         spread: float | None = None,
         deriv_at: int | None = None,
+        slopes: bool = False,
     ) -> Window:
         """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
@@ -428,7 +339,9 @@ class Rows:
         bit) at the temperatures ``exact`` come from the same read, as a third
         array. With ``deriv_at`` (an index into ``temperatures``), the same read
         also gives ``(F', F'')`` in ``beta`` there (float32 exponentials, as
-        :func:`derivatives` with ``"float32"``), else ``None``.
+        :func:`derivatives` with ``"float32"``), else ``None``. With ``slopes``
+        (more than two classes, float32 windows), ``F'`` in ``beta`` at every
+        temperature and a proven bound on its error (see the Notes' end).
 
         Notes
         -----
@@ -460,20 +373,45 @@ class Rows:
         that knows an upper bound ``spread`` of its weighted mean at a smaller
         ``beta`` may pass it instead (the bound is linear in it), which saves a
         sweep.
+
+        ``F'_row = g - M1`` (``M1 = E_p[-d]``, ``M2 = E_p[d**2]``, ``g = m -
+        z_y``): each term ``e x`` of ``M1``'s float32 sum is within ``u (8.4 +
+        3.01 |u_j|)`` of its exact value (the exponential's 4.4u, the
+        roundings of ``d``, ``beta`` and two products), the sum of ``c``
+        same-signed terms (``ceil(K / 16)`` per lane above 32 classes, else
+        ``K``) adds ``c u``, and ``S`` as above; so ``|computed M1 - M1| <= u
+        (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2)``, plus ``2 u64 (g
+        + M1)`` for ``g`` and ``F'_row`` in float64, and for the clamped
+        exponents ``K T 1e-35`` (each ``e x`` below ``87 exp(-87)``) and ``M1 K
+        1e-37`` (``S``'s ``K exp(-87)``); doubled, and the weighted sum's
+        roundings added as :meth:`slopes` adds them.
         """
         temperatures = np.asarray(temperatures, dtype=np.float64)
         exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             est, err, refs, gh = fold(
                 combine_window,
-                self.window_parts(temperatures, exact_t, spread, deriv_at),
+                self.window_parts(temperatures, exact_t, spread, deriv_at, slopes),
             )
             ref = fold(add, refs) if refs else np.zeros(exact_t.shape[0])
         # float64 roundings of the per-row terms and of the accumulation.
         c64 = error64_factor(self.n_samples, self.n_classes)
         err = err + c64 * (np.abs(est) + 1.0)
-        slope = None if deriv_at is None else (float(gh[0]), float(gh[1]))
-        return Window(est, err, ref, slope)
+        slope = (
+            None
+            if deriv_at is None
+            else (float(gh[deriv_at, 0]), float(gh[deriv_at, 1]))
+        )
+        if not (slopes and self.n_classes > 2 and not self.float64_window):
+            return Window(est, err, ref, slope)
+        # sum |F'_row| <= F' + 2 sum M1, and each row's bound is at least
+        # 40 u32 M1; the weighted sums' roundings as in `slopes`.
+        per_block = rows_per_block(self.n_classes)
+        n_blocks = 1 + self.n_samples // per_block
+        accumulate = (min(per_block, self.n_samples) + n_blocks + 4) * (EPS / 2.0)
+        size = np.abs(gh[:, 0]) + 2.0 * gh[:, 2] / (40.0 * 2.0**-24)
+        bound = (gh[:, 2] + accumulate * size) * (1.0 + 1e-6)
+        return Window(est, err, ref, slope, (gh[:, 0].copy(), bound))
 
     def exact(self, temperatures, digits: int = HP_DIGITS):
         """``L(T)`` at each of ``temperatures`` to about ``digits``
@@ -619,9 +557,9 @@ class Rows:
             found = np.zeros((sums.shape[0], 3), dtype=bool)
         return Stacked(_slopes_item, _slopes_total, (sums, found.astype(bool), spans))
 
-    def window_parts(self, temperatures, exact_t, spread, deriv_at=None):
-        """:meth:`window`'s per-block ``(est, err, [float64 values], (F',
-        F''))``."""
+    def window_parts(self, temperatures, exact_t, spread, deriv_at=None, slopes=False):
+        """:meth:`window`'s per-block ``(est, err, [float64 values], (F', F'',
+        bound of F') at each temperature)``."""
         order = np.argsort(-temperatures, kind="stable")  # ascending beta: the
         ts = temperatures[order]  # reference comes first
         measure = spread is None or self.n_classes == 2  # (binary: its own)
@@ -634,12 +572,14 @@ class Rows:
             deriv_at=-1
             if deriv_at is None
             else int(np.flatnonzero(order == deriv_at)[0]),
+            slopes=bool(slopes) and self.n_classes > 2,
         )
         est = np.empty(sums.shape[:2])
         err = np.empty(sums.shape[:2])
         est[:, order], err[:, order] = sums[:, :, 0], sums[:, :, 1]
-        # (zeros without deriv_at)
-        gh = sums[:, :, 2:].sum(axis=1)
+        # (zeros where not asked for)
+        gh = np.zeros((*sums.shape[:2], 3))
+        gh[:, order, : sums.shape[2] - 2] = sums[:, :, 2:]
         # The float64 values (nll's, bit for bit: the same blocks and kernel).
         refs = self.nll_parts(exact_t) if exact_t.size else None
         assert refs is None or refs.shape[0] == est.shape[0]  # the same blocks
