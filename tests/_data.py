@@ -1,6 +1,7 @@
 """Where the real CIFAR logits are: ``$SKTS_DATA`` or ``../shared/data``
 beside the repository (docs/data.md); tests that need them skip otherwise.
-And ``strict_rows``: the array-API backend's rows as the tests build them."""
+And ``strict_rows``: the array-API backend's rows as the tests build them;
+``spy_windows``: what each window read of a fit was."""
 
 import os
 from pathlib import Path
@@ -25,3 +26,19 @@ def strict_rows(xps, z, y, w=None):
     device = xps.Device("device1")
     logits = xps.asarray(np.asarray(z, dtype=np.float64), device=device)
     return XpRows(logits, y, w, xps, device)
+
+
+def spy_windows(monkeypatch):
+    """A list that records each window read's number of candidates and
+    whether it read their slopes, ``(n, slopes)``, while the test runs."""
+    from skts._numerics import Rows
+
+    windows = []
+    window = Rows.window
+
+    def spy(rows, temperatures, *a, **kw):
+        windows.append((len(temperatures), kw.get("slopes", False)))
+        return window(rows, temperatures, *a, **kw)
+
+    monkeypatch.setattr(Rows, "window", spy)
+    return windows

@@ -89,24 +89,16 @@ def test_same_temperature_and_loss_as_in_memory_bit_for_bit(solver, weighted, ch
     assert got.at_boundary_ == ref.at_boundary_
 
 
-
 def test_the_slopes_window_reads_the_same_bits_in_chunks(monkeypatch):
     # Wide rows whose subsample leaves the minimum a few grid steps
     # uncertain: a float32 Newton step, then two candidates and their proven
     # slopes (skts._numerics._grid); chunk by chunk, the same bits.
-    from skts._numerics import Rows
+    from _data import spy_windows
 
     rng = np.random.default_rng(1)
     z = rng.normal(scale=6.0, size=(12_000, 500)).astype(np.float32)
     y = np.where(rng.random(12_000) < 0.9, z.argmax(1), rng.integers(0, 500, 12_000))
-    seen = []
-    window = Rows.window
-
-    def spy(rows, temperatures, *a, **kw):
-        seen.append((len(temperatures), kw.get("slopes", False)))
-        return window(rows, temperatures, *a, **kw)
-
-    monkeypatch.setattr(Rows, "window", spy)
+    seen = spy_windows(monkeypatch)
     ref = _fit(z, y)
     assert seen[0] == (2, True)
     seen.clear()
@@ -114,6 +106,7 @@ def test_the_slopes_window_reads_the_same_bits_in_chunks(monkeypatch):
     assert seen[0] == (2, True)
     assert got.temperature_ == ref.temperature_
     assert got.validation_loss_ == ref.validation_loss_
+
 
 def test_grid_matches_brute_force_in_real_arithmetic():
     z, y = _problem(n=600, k=5, seed=3, dtype=np.float64)

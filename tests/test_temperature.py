@@ -23,7 +23,7 @@ from skts._numerics import (
 )
 
 from _data import DATA as _DATA
-from _data import MISSING, strict_rows
+from _data import MISSING, spy_windows, strict_rows
 from _reference import exact_choices, exact_losses, float_losses
 
 # --------------------------------------------------------------------------
@@ -732,60 +732,23 @@ def test_the_warm_start_converges_on_its_sample(confident_wide, monkeypatch):
     assert abs(beta - 1.0 / t) > 4.0 * se
 
 
-def test_a_far_warm_start_does_not_cost_reads(confident_wide):
+def test_a_far_warm_start_does_not_cost_reads(confident_wide, monkeypatch):
     from scipy.special import logsumexp
 
     logits, y, _ = confident_wide
+    windows = spy_windows(monkeypatch)
     grid = default_temperatures()
     result = grid_search(logits, y, grid)
     # A float32 Newton step and one window (7 and 8 reads before, the
     # windows growing from many standard errors away); at most the float64
-    # values of a near-tie besides.
+    # values of a near-tie besides. That window holds the two candidates
+    # either side of the step's answer and reads F' there with a proven
+    # bound: by convexity the slopes exclude every candidate beyond them
+    # (four candidates and no slopes before).
+    assert windows[0] == (2, True)
     assert result.n_passes <= 3
     # The choice is the float64 minimum among its neighbours (scipy's
     # logsumexp, independent of skts); convexity makes it the global one.
-    j = int(np.flatnonzero(grid == result.temperature)[0])
-    z = logits.astype(np.float64)
-    near = grid[max(j - 2, 0) : j + 3]
-    losses = [
-        float(np.mean(logsumexp(z / t, axis=1) - z[np.arange(len(y)), y] / t))
-        for t in near
-    ]
-    assert near[int(np.argmin(losses))] == result.temperature
-
-
-def _spy_windows(monkeypatch):
-    """Record each window read's number of candidates and whether it read
-    the slopes."""
-    from skts._numerics import Rows
-
-    windows = []
-    window = Rows.window
-
-    def spy(rows, temperatures, *a, **kw):
-        windows.append((len(temperatures), kw.get("slopes", False)))
-        return window(rows, temperatures, *a, **kw)
-
-    monkeypatch.setattr(Rows, "window", spy)
-    return windows
-
-
-def test_after_a_newton_step_two_candidates_and_their_slopes_settle_it(
-    confident_wide, monkeypatch
-):
-    # After a float32 Newton step the first window holds the two candidates
-    # either side of its answer and reads F' there with a proven bound: by
-    # convexity the slopes exclude every candidate beyond them (four
-    # candidates and no slopes before). The choice is the float64 minimum
-    # among its neighbours (scipy's logsumexp, independent of skts).
-    from scipy.special import logsumexp
-
-    logits, y, _ = confident_wide
-    windows = _spy_windows(monkeypatch)
-    grid = default_temperatures()
-    result = grid_search(logits, y, grid)
-    assert windows[0] == (2, True)
-    assert result.n_passes <= 3
     j = int(np.flatnonzero(grid == result.temperature)[0])
     z = logits.astype(np.float64)
     near = grid[max(j - 2, 0) : j + 3]
@@ -822,7 +785,7 @@ def test_the_two_candidate_window_gives_the_rule_wherever_newton_lands(
     for offset in (-2.6, -1.0, -0.5, 0.0, 0.15, 0.5, 1.7):
         landing = 1.0 / (t * np.exp(step * offset))
         monkeypatch.setattr(_grid, "newton_step", lambda *a, b=landing: b)
-        windows = _spy_windows(monkeypatch)
+        windows = spy_windows(monkeypatch)
         result = grid_search(logits, y, grid, w)
         assert result.temperature in allowed
         assert windows[0] == (2, True)
