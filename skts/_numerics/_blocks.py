@@ -211,6 +211,15 @@ def error64_factor(n_samples: int, n_classes: int) -> float:
     return error_bound(0.0, n_samples, n_classes)
 
 
+def sum_error_factor(n_samples: int, n_classes: int) -> float:
+    """``c`` with ``|computed - exact| <= c * sum |v_row|`` for a pass's
+    weighted sum of per-row values ``v_row`` (exact per row): at most one
+    relative rounding per row of a block and one per block."""
+    per_block = rows_per_block(n_classes)
+    n_blocks = 1 + n_samples // per_block
+    return (min(per_block, n_samples) + n_blocks + 4) * (EPS / 2.0)
+
+
 def slope_error(gap, m1x, m2x, t: float, n_classes: int):
     """Per row, the proven bound on the float64 error of ``F'`` (the
     formula of :meth:`skts._numerics.Rows.slopes`' Notes): ``gap = m - z_y``,

@@ -31,7 +31,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from skts._numerics._blocks import (
-    EPS,
     Stacked,
     add,
     blocks,
@@ -39,6 +38,7 @@ from skts._numerics._blocks import (
     fold,
     normalised_weights,
     rows_per_block,
+    sum_error_factor,
     weights_total,
 )
 from skts._numerics._compiled import kernel
@@ -281,7 +281,6 @@ class Rows:
         """
         temperatures = [float(t) for t in temperatures]
         n_samples, n_classes = self.n_samples, self.n_classes
-        unit = EPS / 2.0
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             totals, (all_top, all_bottom, varies, widest) = fold(
                 combine_slopes,
@@ -289,9 +288,7 @@ class Rows:
             )
             # The weighted sums add at most one relative rounding per row of a
             # block and one per block to the sum of |row slope|.
-            per_block = rows_per_block(n_classes)
-            n_blocks = 1 + n_samples // per_block
-            accumulate = (min(per_block, n_samples) + n_blocks + 4) * unit
+            accumulate = sum_error_factor(n_samples, n_classes)
             bound = (totals[:, 3] + accumulate * totals[:, 4]) * (1.0 + 1e-6)
             values = totals[:, :3].copy()
             ts = np.asarray(temperatures)
@@ -406,9 +403,7 @@ class Rows:
             return Window(est, err, ref, slope)
         # sum |F'_row| <= F' + 2 sum M1, and each row's bound is at least
         # 40 u32 M1; the weighted sums' roundings as in `slopes`.
-        per_block = rows_per_block(self.n_classes)
-        n_blocks = 1 + self.n_samples // per_block
-        accumulate = (min(per_block, self.n_samples) + n_blocks + 4) * (EPS / 2.0)
+        accumulate = sum_error_factor(self.n_samples, self.n_classes)
         size = np.abs(gh[:, 0]) + 2.0 * gh[:, 2] / (40.0 * 2.0**-24)
         bound = (gh[:, 2] + accumulate * size) * (1.0 + 1e-6)
         return Window(est, err, ref, slope, (gh[:, 0].copy(), bound))
