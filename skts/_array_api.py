@@ -53,6 +53,17 @@ def _module(x) -> str:
     return type(x).__module__.split(".")[0]
 
 
+def is_plain(a, kinds: str) -> bool:
+    """Whether ``a`` is a C-contiguous NumPy array (no subclass) of a native
+    dtype of a kind in ``kinds`` (floats: float32 or float64 only), which
+    scikit-learn's input checks return as it is (the estimators skip them)."""
+    if type(a) is not np.ndarray or not a.flags.c_contiguous:
+        return False
+    if a.dtype.kind == "f":
+        return "f" in kinds and a.dtype in (np.float32, np.float64)
+    return a.dtype.kind in kinds and a.dtype.isnative
+
+
 def is_foreign(x) -> bool:
     """Whether ``x`` is an array of another library (not NumPy, not a list)."""
     if isinstance(x, np.ndarray | list | tuple):

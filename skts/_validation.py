@@ -25,6 +25,7 @@ from skts._array_api import (
     Widened,
     host_logits,
     is_foreign,
+    is_plain,
     namespace,
     on_host,
     to_numpy,
@@ -87,8 +88,7 @@ def check_device_logits(logits, xp, name: str = "logits"):
         logits = xp.reshape(logits, (-1, 1))
     if logits.ndim == 2 and logits.shape[1] == 1:
         logits = xp.concat([xp.zeros_like(logits), logits], axis=1)
-    logits = check_xp_logits(logits, xp, name)
-    return logits
+    return check_xp_logits(logits, xp, name)
 
 
 def is_dask_array(x) -> bool:
@@ -125,9 +125,8 @@ def check_temperatures(temperatures: ArrayLike | None) -> NDArray[np.float64]:
 
 
 class Layout:
-    """Where the classes and the positions of logits of any rank are: the
-    shape of the input, its class axis, and the shape of its labels
-    (everything but the class axis)."""
+    """Where the classes and positions of logits of any rank are: the input's
+    shape, its class axis, and its labels' shape (all but the class axis)."""
 
     def __init__(self, shape: tuple[int, ...], class_axis: int):
         self.shape, self.axis = shape, class_axis
@@ -419,19 +418,19 @@ def check_logits(
         binary = ndim == 1 or np.shape(logits)[1] == 1
     else:
         binary = False
-    # (scikit-learn's fast finiteness test sums the array: logits near the
-    # float range overflow that sum, and its slow test then decides, as it
-    # should; the sum's warnings are noise)
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr = check_array(
-            logits,
-            dtype=[np.float64, np.float32],
-            input_name=name,
-            ensure_min_samples=0,
-            ensure_min_features=0,
-            ensure_2d=False,
-            ensure_all_finite=False,
-        )
+    arr = logits
+    if binary or not is_plain(logits, "f"):  # (else check_array returns it)
+        # (a sum overflowing near the float range warns: noise)
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = check_array(
+                logits,
+                dtype=[np.float64, np.float32],
+                input_name=name,
+                ensure_min_samples=0,
+                ensure_min_features=0,
+                ensure_2d=False,
+                ensure_all_finite=False,
+            )
     if finite:
         check_finite(arr, name)
     if binary:
@@ -503,7 +502,8 @@ def _look_like_probabilities(arr: NDArray) -> bool:
 
 def check_class_indices(y, shape: tuple[int, int], name: str = "y") -> NDArray:
     """Integer class indices in ``0..n_classes-1``, one per logit row."""
-    y = column_or_1d(y, warn=True)
+    if not (is_plain(y, "iuf") and y.ndim == 1):  # (else returned as it is)
+        y = column_or_1d(y, warn=True)
     if y.shape[0] != shape[0]:
         raise ValueError(
             f"logits has {shape[0]} rows but {name} has {y.shape[0]} labels."
@@ -570,14 +570,15 @@ def check_weights(sample_weight, n_samples: int) -> NDArray | None:
         return None
     if isinstance(sample_weight, Real):
         sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
-    sample_weight = check_array(
-        sample_weight,
-        ensure_2d=False,
-        dtype=np.float64,
-        input_name="sample_weight",
-        ensure_min_samples=0,
-        ensure_all_finite=False,
-    )
+    if not (is_plain(sample_weight, "f") and sample_weight.dtype == np.float64):
+        sample_weight = check_array(
+            sample_weight,
+            ensure_2d=False,
+            dtype=np.float64,
+            input_name="sample_weight",
+            ensure_min_samples=0,
+            ensure_all_finite=False,
+        )
     # One minimum and one maximum decide every check when the weights pass
     # (a NaN makes both NaN); scikit-learn's finiteness test and a mask run
     # only when they fail, for the same messages in the same order.

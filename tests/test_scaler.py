@@ -82,6 +82,89 @@ def test_float32_stays_float32_in_memory(data):
     assert scaler.predict_proba(logits).dtype == np.float64
 
 
+def _variants(values):
+    """``values`` as the array kinds users pass: plain, Fortran-ordered, a
+    strided view, a memory-map subclass, big-endian, and a list."""
+    big = values.astype(values.dtype.newbyteorder(">"))
+    strided = np.repeat(values, 2, axis=0)[::2]
+    yield "plain", values
+    yield "fortran", np.asfortranarray(values)
+    yield "strided", strided
+    yield "subclass", values.view(np.memmap)
+    yield "big-endian", big
+    yield "list", values.tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_the_checks_skip_scikit_learn_only_where_it_returns_the_input(
+    dtype, monkeypatch
+):
+    # A C-contiguous NumPy array of float32/float64 logits, integer or float
+    # labels, float64 weights: scikit-learn's checks would return it as it
+    # is, so the estimators skip them (a tenth of a fit at 5,000 x 10). Every
+    # other kind still takes them: each check gives what scikit-learn's
+    # gives, the same values, dtype and messages, whatever the kind.
+    from sklearn.utils.validation import check_array, column_or_1d
+
+    import skts._validation as validation
+    from skts._array_api import Widened
+    from skts._validation import check_class_indices, check_logits, check_weights
+
+    calls = []
+    for name in ("check_array", "column_or_1d"):
+        real = getattr(validation, name)
+        spy = lambda *a, _real=real, **kw: calls.append(a[0]) or _real(*a, **kw)  # noqa: E731
+        monkeypatch.setattr(validation, name, spy)
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(40, 4)).astype(dtype)
+    for kind, logits in _variants(z):
+        calls.clear()
+        got = check_logits(logits, finite=False)
+        if dtype == np.float16 and kind != "list":
+            assert isinstance(got, Widened)
+            continue
+        want = check_array(logits, dtype=[np.float64, np.float32], ensure_2d=False)
+        assert got.dtype == want.dtype and type(got) is type(want), kind
+        np.testing.assert_array_equal(got, want)
+        assert (got is logits) == (want is logits), kind
+        assert (not calls) == (kind == "plain"), kind
+    for label_dtype in (np.int64, np.int32, np.uint8, np.float64, bool):
+        y = rng.integers(0, 2, 40).astype(label_dtype)
+        for kind, labels in _variants(y):
+            calls.clear()
+            got = check_class_indices(labels, (40, 4))
+            # (a 1-D Fortran-ordered array is C-contiguous too, and one byte
+            # has no byte order)
+            byte = np.dtype(label_dtype).itemsize == 1
+            plain = kind in ("plain", "fortran") or (kind == "big-endian" and byte)
+            plain = plain and label_dtype is not bool
+            assert (not calls) == plain, (kind, label_dtype)
+            want = column_or_1d(labels)
+            assert got.flags.c_contiguous, kind
+            if plain and label_dtype == np.int64:  # (others are cast to int64)
+                assert got is labels, kind
+            np.testing.assert_array_equal(got, want)
+    y = np.arange(40) % 4
+    y_bad = y.astype(np.float64)
+    y_bad[7] = 1.5
+    for _, labels in _variants(y_bad):
+        with pytest.raises(ValueError, match=r"got 1\.5 at position 7\.$"):
+            check_class_indices(labels, (40, 4))
+    w = rng.uniform(0.5, 1.5, 40).astype(dtype)
+    for kind, weights in _variants(w):
+        calls.clear()
+        got = check_weights(weights, 40)
+        plain = kind in ("plain", "fortran") and dtype == np.float64
+        assert (not calls) == plain, kind
+        assert got.dtype == np.float64 and type(got) is np.ndarray, kind
+        np.testing.assert_array_equal(got, np.asarray(weights, dtype=np.float64))
+        assert got is weights or not plain, kind
+    w[3] = -1.0
+    for _, weights in _variants(w):
+        with pytest.raises(ValueError, match=r"got -1\.0 at position 3\.$"):
+            check_weights(weights, 40)
+
+
 def test_continuous_solver(data):
     logits, y = data
     grid = TemperatureScaler().fit(logits, y)
