@@ -417,15 +417,15 @@ INLINE void column4_64(const double *restrict dj, ptrdiff_t r, double beta,
 #else
 #define PREFETCH_RUN(AHEAD, ESZ, A, B) (void)(AHEAD);
 #endif
-/* Part PART of PARTS of the next chunk's SPAN bytes (class-major reads,
-   whose rows are contiguous: a chunk's exponentials run one class, or a
-   group of classes, at a time, and each fetches its share of the next
-   chunk). At 1,000,000 x 10 float32 it took a one-candidate read from 10.9-
+/* The share of classes [J0, J1) of K in the next chunk's SPAN bytes
+   (class-major reads, whose rows are contiguous: a chunk's exponentials run
+   one class, or a group of classes, at a time, and each fetches its
+   classes' share of the next chunk). At 1,000,000 x 10 float32 it took a one-candidate read from 10.9-
    11.3 ms to 9.3-10.3 on one thread, with the labels' prefetch in
    skts_block (benchmarks/bench_window.py; docs/performance.md). */
-INLINE void next_part(const char *next, ptrdiff_t span, ptrdiff_t part,
-                      ptrdiff_t parts) {
-    const ptrdiff_t from = span * part / parts, to = span * (part + 1) / parts;
+INLINE void next_part(const char *next, ptrdiff_t span, ptrdiff_t j0,
+                      ptrdiff_t j1, ptrdiff_t k) {
+    const ptrdiff_t from = span * j0 / k, to = span * j1 / k;
     (void)from, (void)to;
     PREFETCH_RUN(next, 1, from, to)
 }
@@ -468,7 +468,7 @@ INLINE void sums64(const double *d, ptrdiff_t r, ptrdiff_t k, double beta,
         const ptrdiff_t span = next ? next_rows * ldb : 0;
         for (ptrdiff_t j = 0; j < k; j++) {
             const double *dj = d + j * r;
-            next_part(next, span, j, k);
+            next_part(next, span, j, j + 1, k);
             if (moments == 4) {
                 column4_64(dj, r, beta, s, s1, s2, s3, s4);
             } else if (moments) {
@@ -764,23 +764,22 @@ INLINE void sums32(const float *d, ptrdiff_t r, ptrdiff_t k, float beta,
            bound counts for S); the moments take one class at a time, in
            order. */
         const int g = k >= 8 ? 4 : k >= 4 ? 2 : 1;
-        /* (group calls: while each runs, a part of the next chunk is fetched) */
-        const ptrdiff_t calls = g == 4 ? k / 4 + (k % 4) / 2 + k % 2
-                              : g == 2 ? k / 2 + k % 2 : k;
+        /* (while each group runs, its classes' share of the next chunk is
+           fetched) */
         const ptrdiff_t span = next ? next_rows * ldb : 0;
-        ptrdiff_t j = 0, call = 0;
+        ptrdiff_t j = 0;
         if (g == 4)
             for (; j + 4 <= k; j += 4) {
-                next_part(next, span, call++, calls);
+                next_part(next, span, j, j + 4, k);
                 group32_moments(d + j * r, r, beta, 4, moments, s, f1, f2, f3, f4);
             }
         if (g >= 2)
             for (; j + 2 <= k; j += 2) {
-                next_part(next, span, call++, calls);
+                next_part(next, span, j, j + 2, k);
                 group32_moments(d + j * r, r, beta, 2, moments, s, f1, f2, f3, f4);
             }
         for (; j < k; j++) {
-            next_part(next, span, call++, calls);
+            next_part(next, span, j, j + 1, k);
             group32_moments(d + j * r, r, beta, 1, moments, s, f1, f2, f3, f4);
         }
         for (ptrdiff_t i = 0; i < r; i++) s1[i] = f1[i], s2[i] = f2[i];
