@@ -15,7 +15,11 @@ bound), in the same interleaved rounds (min and median; this machine's speed
 moves by 1.5x from minute to minute, so every cost is also given in units of
 one float32 exponential per logit at the best rate of those rounds). The
 least-squares line through the minima gives the read's fixed cost and its
-cost per candidate. Then the fit's phases (the warm start and each read,
+cost per candidate. In the same rounds, the windows the fit reads with
+derivatives: one and two candidates with their proven slopes (after a
+Newton step, and the one-candidate reads that grow such a window), and four
+with ``F'`` and ``F''`` at the second (the window placed from the subsample
+alone). Then the fit's phases (the warm start and each read,
 timed around ``Rows``' methods) with skts's default threads.
 """
 
@@ -48,18 +52,25 @@ def window_costs(z, y, rounds: int):
     t0 = _grid.grid_search(z, y, bench_fit.GRID).temperature
     j = int(np.searchsorted(bench_fit.GRID, t0))
     cand = bench_fit.GRID[max(j - 4, 0) : max(j - 4, 0) + max(COUNTS)]
-    times = {m: [] for m in COUNTS}
+    reads = {m: functools.partial(rows.window, cand[:m]) for m in COUNTS}
+    for m in (1, 2):
+        reads[f"{m} with slopes"] = functools.partial(
+            rows.window, cand[:m], slopes=True
+        )
+    reads["4 with F', F''"] = functools.partial(rows.window, cand[:4], deriv_at=1)
+    times = {m: [] for m in reads}
     rates = []
     rng = np.random.default_rng(0)
     rows.window(cand[:1])  # (warm-up)
     for _ in range(rounds):
-        for m in rng.permutation([*COUNTS, 0]):
-            if m == 0:
+        for i in rng.permutation(len(reads) + 1):
+            if i == len(reads):
                 rates.append(_kernel.exp32_rate(1, 0.02))
                 continue
+            m = list(reads)[i]
             t = time.perf_counter()
-            rows.window(cand[:m])
-            times[int(m)].append(time.perf_counter() - t)
+            reads[m]()
+            times[m].append(time.perf_counter() - t)
     return {m: (min(v), float(np.median(v))) for m, v in times.items()}, max(rates)
 
 
@@ -116,12 +127,14 @@ def main(argv=None):
         per, fixed = np.polyfit(m, [costs[c][0] for c in COUNTS], 1)
         exp_ms = n * k / rate * 1e3
         print(f"\n{shape}, one thread: Rows.window ms, min (median)")
-        print(
-            "  "
-            + ", ".join(
-                f"{c}: {v[0] * 1e3:.1f} ({v[1] * 1e3:.1f})" for c, v in costs.items()
+        for line in (COUNTS, [c for c in costs if c not in COUNTS]):
+            print(
+                "  "
+                + ", ".join(
+                    f"{c}: {costs[c][0] * 1e3:.1f} ({costs[c][1] * 1e3:.1f})"
+                    for c in line
+                )
             )
-        )
         print(
             f"  fixed {fixed * 1e3:.1f} ms ({fixed * 1e3 / exp_ms:.1f} exp passes), "
             f"per candidate {per * 1e3:.1f} ms ({per * 1e3 / exp_ms:.1f} exp passes); "

@@ -460,7 +460,7 @@ def test_window_slopes_hold_against_high_precision_row_by_row(k, scale, dtype):
     # The window's F' at every candidate (slopes=True), one row at a time (an
     # average over rows would hide a row whose errors all fall one way): within
     # its proven bound of F' at 60 digits, and that bound is the documented
-    # 2 u32 (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2) + 2 u64 (g +
+    # 2 u32 (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2) + 4 u64 (g +
     # M1) + K (T 1e-35 + M1 1e-37) (c: the moments' longest float32 sum),
     # plus the weighted sum's roundings. The slopes change neither the
     # estimates nor their bounds, and F' is the bits of a deriv_at read's.
@@ -491,7 +491,7 @@ def test_window_slopes_hold_against_high_precision_row_by_row(k, scale, dtype):
                 2
                 * U32
                 * (m1 * (20 + chain + run + np.log2(k) + 3 * m1 / t) + 3.01 * m2 / t)
-                + 2 * U64 * (gap + m1)
+                + 4 * U64 * (gap + m1)
                 + k * (t * 1e-35 + m1 * 1e-37)
             )
             assert documented * (1 - 1e-4) <= bound[q] <= documented * 1.001 + 1e-12

@@ -377,8 +377,9 @@ class Rows:
         roundings of ``d``, ``beta`` and two products), the sum of ``c``
         same-signed terms (``ceil(K / 16)`` per lane above 32 classes, else
         ``K``) adds ``c u``, and ``S`` as above; so ``|computed M1 - M1| <= u
-        (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2)``, plus ``2 u64 (g
-        + M1)`` for ``g`` and ``F'_row`` in float64, and for the clamped
+        (M1 (20 + c + r + log2 K + 3 beta M1) + 3.01 beta M2)``, plus ``4 u64 (g
+        + M1)`` for the float64 roundings (``g``'s, the three of ``M1 =
+        s1 (1 / (S beta))`` and ``F'_row``'s), and for the clamped
         exponents ``K T 1e-35`` (each ``e x`` below ``87 exp(-87)``) and ``M1 K
         1e-37`` (``S``'s ``K exp(-87)``); doubled, and the weighted sum's
         roundings added as :meth:`slopes` adds them.
