@@ -24,6 +24,23 @@ reads each fit takes and what they are (``wK``: a float32 window of K
 candidates, ``nll``: the float64 values of a near-tie, ``derivatives``: a
 float32 Newton step, ``slopes``: a float64 read at the range's ends), and
 the mean and median of the fits' times (each the best of ``--rounds``).
+
+``--one-read``: also a study of a search skts does not have. One read at a
+point ``beta0`` can give ``F``, ``F'`` and ``F''`` there and, per row, the
+range ``R`` of the logits and their variance ``V`` under the row's softmax.
+A row's third central moment is at most ``R V``, and so ``V`` grows by at
+most ``exp(R |beta - beta0|)``: the third derivative of ``F`` between
+``beta0`` and ``beta`` is at most ``mean(R V exp(R |beta - beta0|))``, and
+Taylor's theorem puts each candidate's exact loss in an interval. Where the
+best candidate's interval lies strictly below both its neighbours',
+convexity settles the rule with no other read. Two columns say whether that
+would settle it at the warm start's point (one read in all) and at the
+point of one Newton step from there (two reads). In float64 NumPy: the
+float32 reads' own error bounds are not included. Each interval is checked
+against the float64 losses, and a settled answer against their argmin.
+With ``--resample``, the same two counts. ``--sample-rows N``: the study's
+warm start from a subsample of at most ``N`` rows (skts's holds up to
+65,536), for the trade between its cost and the reads that follow.
 """
 
 from __future__ import annotations
@@ -47,6 +64,103 @@ from skts._numerics import (
 KINDS = ((1.5, 0.5), (3.0, 0.7), (6.0, 0.9))
 
 
+def _rows(z, y, chunk: int = 1 << 15):
+    """Each chunk of rows in float64, with its row maxima and the labels'
+    logits."""
+    for s in range(0, z.shape[0], chunk):
+        zz = np.asarray(z[s : s + chunk], dtype=np.float64)
+        yield zz, zz.max(axis=1), zz[np.arange(zz.shape[0]), y[s : s + chunk]]
+
+
+def taylor(z, y, beta: float):
+    """``F``, ``F'`` and ``F''`` at ``beta`` (float64), and each row's range
+    and variance there."""
+    f = f1 = f2 = 0.0
+    ranges, variances = [], []
+    for zz, top, zy in _rows(z, y):
+        e = np.exp(beta * (zz - top[:, None]))
+        total = e.sum(axis=1)
+        p = e / total[:, None]
+        mean = (p * zz).sum(axis=1)
+        var = (p * (zz - mean[:, None]) ** 2).sum(axis=1)
+        f += float((np.log(total) + beta * (top - zy)).sum())
+        f1 += float((mean - zy).sum())
+        f2 += float(var.sum())
+        ranges.append(top - zz.min(axis=1))
+        variances.append(var)
+    n = z.shape[0]
+    return f / n, f1 / n, f2 / n, np.concatenate(ranges), np.concatenate(variances)
+
+
+def losses(z, y, betas) -> np.ndarray:
+    """The float64 loss at each of ``betas``."""
+    out = np.zeros(len(betas))
+    for zz, top, zy in _rows(z, y):
+        for j, b in enumerate(betas):
+            total = np.exp(b * (zz - top[:, None])).sum(axis=1)
+            out[j] += float((np.log(total) + b * (top - zy)).sum())
+    return out / z.shape[0]
+
+
+def one_read(z, y, beta0: float, betas: np.ndarray) -> tuple[bool, float]:
+    """Whether one read at ``beta0`` settles the rule over ``betas``
+    (descending), and the point of the Newton step that read gives."""
+    f, f1, f2, r, v = taylor(z, y, beta0)
+    newton = beta0 - f1 / f2 if f2 > 0 else beta0
+    i = int(np.clip(np.searchsorted(-betas, -newton), 2, len(betas) - 3))
+    near = np.arange(i - 2, i + 3)
+    d = betas[near] - beta0
+    center = f + f1 * d + f2 * d * d / 2
+    third = np.array([np.mean(r * v * np.exp(r * abs(x))) for x in d])
+    radius = third * np.abs(d) ** 3 / 6
+    exact = losses(z, y, betas[near])
+    if np.any(np.abs(exact - center) > radius * (1 + 1e-9) + 1e-13):
+        raise AssertionError("a Taylor interval misses the float64 loss")
+    best = int(np.argmin(center + radius))
+    low = center - radius
+    settled = 0 < best < len(near) - 1 and bool(
+        min(low[best - 1], low[best + 1]) > center[best] + radius[best]
+    )
+    if settled and not exact[best] < min(exact[best - 1], exact[best + 1]):
+        raise AssertionError("a settled answer is not the float64 argmin")
+    return settled, newton
+
+
+def one_read_columns(
+    z, y, lo: float, hi: float, sample_rows: int = 0
+) -> tuple[list[bool], float]:
+    """Whether one read settles the rule at the warm start's point, and at
+    the point of one Newton step from there, and the warm start's seconds;
+    ``sample_rows``: its subsample holds at most that many rows (0: skts's
+    own)."""
+    betas = 1.0 / default_temperatures()
+    own = _steer.subsample_rows
+    if sample_rows:
+
+        def fewer(n_samples: int, n_classes: int) -> slice:
+            rows = own(n_samples, n_classes)
+            m = min(len(range(n_samples)[rows]), sample_rows)
+            step = max(1, n_samples // m)
+            return slice(0, step * m, step)
+
+        _steer.subsample_rows = fewer
+    try:
+        start = time.perf_counter()
+        beta0, _, _, _ = _steer.warm_start(Rows(z, y), lo, hi, 1.0)
+        seconds = time.perf_counter() - start
+    finally:
+        _steer.subsample_rows = own
+    at_start, newton = one_read(z, y, beta0, betas)
+    return [at_start, one_read(z, y, newton, betas)[0]], seconds
+
+
+def one_read_count(settled: list[int], total: int) -> str:
+    return (
+        f"one read settles the rule: at the warm start's point in {settled[0]} "
+        f"of {total}, after a Newton read in {settled[1]}"
+    )
+
+
 def logits(n: int, k: int, seed: int, scale: float, p: float):
     rng = np.random.default_rng(seed)
     z = rng.normal(scale=scale, size=(n, k)).astype(np.float32)
@@ -54,7 +168,7 @@ def logits(n: int, k: int, seed: int, scale: float, p: float):
     return z, y
 
 
-def resampled(n_sets: int, rounds: int) -> None:
+def resampled(n_sets: int, rounds: int, study: bool, sample_rows: int) -> None:
     """The reads of ``n_sets`` resampled copies of bench_fit's 1M x 10."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_fit
@@ -75,6 +189,9 @@ def resampled(n_sets: int, rounds: int) -> None:
 
     kinds: dict[str, int] = {}
     times = []
+    settled = [0, 0]
+    warm = []
+    lo, hi = 1.0 / bench_fit.GRID[-1], 1.0 / bench_fit.GRID[0]
     for name in reads:
         setattr(Rows, name, spy(name))
     try:
@@ -90,6 +207,10 @@ def resampled(n_sets: int, rounds: int) -> None:
                 best = min(best, time.perf_counter() - start)
             kinds[" ".join(log)] = kinds.get(" ".join(log), 0) + 1
             times.append(best)
+            if study:
+                found, seconds = one_read_columns(z, y, lo, hi, sample_rows)
+                settled = [a + b for a, b in zip(settled, found, strict=True)]
+                warm.append(seconds)
     finally:
         for name, read in reads.items():
             setattr(Rows, name, read)
@@ -98,6 +219,12 @@ def resampled(n_sets: int, rounds: int) -> None:
         print(f"  {kind}: {count}")
     mean, median = np.mean(times) * 1e3, np.median(times) * 1e3
     print(f"fit ms: mean {mean:.1f}, median {median:.1f}")
+    if study:
+        print(one_read_count(settled, n_sets))
+        print(
+            f"the study's warm start ms (once a set): min {min(warm) * 1e3:.2f}, "
+            f"median {np.median(warm) * 1e3:.2f}"
+        )
 
 
 def main() -> None:
@@ -106,17 +233,22 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--resample", type=int, default=0)
+    parser.add_argument("--one-read", action="store_true")
+    parser.add_argument("--sample-rows", type=int, default=0)
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}")
     if args.resample:
-        resampled(args.resample, args.rounds)
+        resampled(args.resample, args.rounds, args.one_read, args.sample_rows)
         return
     grid = default_temperatures()
     lo, hi = 1.0 / grid[-1], 1.0 / grid[0]
     print("default 1001-candidate grid")
-    print("| data | scale, argmax share | reads | warm start off (se) | fit ms (min) |")
-    print("|---|---|---|---|---|")
+    head = "| data | scale, argmax share | reads | warm start off (se) | fit ms (min) |"
+    study = " one read settles: at the warm start | after a Newton read |"
+    print(head + (study if args.one_read else ""))
+    print("|---|---|---|---|---|" + ("---|---|" if args.one_read else ""))
     counts: dict[int, int] = {}
+    settled = [0, 0]
     for shape in args.shapes.split(","):
         n, k = (int(v) for v in shape.split("x"))
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -131,13 +263,20 @@ def main() -> None:
                     result = grid_search(z, y, grid)
                     times.append(time.perf_counter() - start)
                 counts[result.n_passes] = counts.get(result.n_passes, 0) + 1
+                extra = ""
+                if args.one_read:
+                    found, _ = one_read_columns(z, y, lo, hi, args.sample_rows)
+                    settled = [a + b for a, b in zip(settled, found, strict=True)]
+                    extra = "".join(" yes |" if yes else " no |" for yes in found)
                 print(
                     f"| {shape} seed {seed} | {scale:g}, {p:.0%} | "
-                    f"{result.n_passes} | {off:.1f} | {min(times) * 1e3:.1f} |"
+                    f"{result.n_passes} | {off:.1f} | {min(times) * 1e3:.1f} |{extra}"
                 )
     total = sum(counts.values())
     spread = ", ".join(f"{v} with {r}" for r, v in sorted(counts.items()))
     print(f"\n{total} fits: {spread} reads")
+    if args.one_read:
+        print(one_read_count(settled, total))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ one float32 exponential per logit at the best rate of those rounds). The
 least-squares line through the minima gives the read's fixed cost and its
 cost per candidate. In the same rounds, the windows the fit reads with
 derivatives: one and two candidates with their proven slopes (after a
-Newton step, and the one-candidate reads that grow such a window), and four
+Newton step, and the one-candidate reads that grow such a window), four
 with ``F'`` and ``F''`` at the second (the window placed from the subsample
-alone). Then the fit's phases (the warm start and each read,
-timed around ``Rows``' methods) with skts's default threads.
+alone), and one with ``F'`` and ``F''`` (the read a one-read search would
+start from: ``bench_reads.py --one-read``). Then the fit's phases (the warm
+start and each read, timed around ``Rows``' methods) with skts's default
+threads.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def window_costs(z, y, rounds: int):
         reads[f"{m} with slopes"] = functools.partial(
             rows.window, cand[:m], slopes=True
         )
+    reads["1 with F', F''"] = functools.partial(rows.window, cand[:1], deriv_at=0)
     reads["4 with F', F''"] = functools.partial(rows.window, cand[:4], deriv_at=1)
     times = {m: [] for m in reads}
     rates = []
