@@ -62,15 +62,16 @@ def window_costs(z, y, rounds: int):
     reads["1 with F', F''"] = functools.partial(rows.window, cand[:1], deriv_at=0)
     reads["4 with F', F''"] = functools.partial(rows.window, cand[:4], deriv_at=1)
     times = {m: [] for m in reads}
+    names = list(reads)
     rates = []
     rng = np.random.default_rng(0)
     rows.window(cand[:1])  # (warm-up)
     for _ in range(rounds):
-        for i in rng.permutation(len(reads) + 1):
-            if i == len(reads):
+        for i in rng.permutation(len(names) + 1):
+            if i == len(names):
                 rates.append(_kernel.exp32_rate(1, 0.02))
                 continue
-            m = list(reads)[i]
+            m = names[i]
             t = time.perf_counter()
             reads[m]()
             times[m].append(time.perf_counter() - t)

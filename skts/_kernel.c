@@ -420,9 +420,10 @@ INLINE void column4_64(const double *restrict dj, ptrdiff_t r, double beta,
 /* The share of classes [J0, J1) of K in the next chunk's SPAN bytes
    (class-major reads, whose rows are contiguous: a chunk's exponentials run
    one class, or a group of classes, at a time, and each fetches its
-   classes' share of the next chunk). At 1,000,000 x 10 float32 it took a one-candidate read from 10.9-
-   11.3 ms to 9.3-10.3 on one thread, with the labels' prefetch in
-   skts_block (benchmarks/bench_window.py; docs/performance.md). */
+   classes' share of the next chunk). At 1,000,000 x 10 float32 it took a
+   one-candidate read from 10.9-11.3 ms to 9.3-10.3 on one thread, with the
+   labels' prefetch in skts_block (benchmarks/bench_window.py;
+   docs/performance.md). */
 INLINE void next_part(const char *next, ptrdiff_t span, ptrdiff_t j0,
                       ptrdiff_t j1, ptrdiff_t k) {
     const ptrdiff_t from = span * j0 / k, to = span * j1 / k;
