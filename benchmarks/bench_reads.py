@@ -61,6 +61,10 @@ from skts._numerics import (
     solve_continuous,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fit
+
 KINDS = ((1.5, 0.5), (3.0, 0.7), (6.0, 0.9))
 
 
@@ -92,16 +96,6 @@ def taylor(z, y, beta: float):
     return f / n, f1 / n, f2 / n, np.concatenate(ranges), np.concatenate(variances)
 
 
-def losses(z, y, betas) -> np.ndarray:
-    """The float64 loss at each of ``betas``."""
-    out = np.zeros(len(betas))
-    for zz, top, zy in _rows(z, y):
-        for j, b in enumerate(betas):
-            total = np.exp(b * (zz - top[:, None])).sum(axis=1)
-            out[j] += float((np.log(total) + b * (top - zy)).sum())
-    return out / z.shape[0]
-
-
 def one_read(z, y, beta0: float, betas: np.ndarray) -> tuple[bool, float]:
     """Whether one read at ``beta0`` settles the rule over ``betas``
     (descending), and the point of the Newton step that read gives."""
@@ -113,7 +107,7 @@ def one_read(z, y, beta0: float, betas: np.ndarray) -> tuple[bool, float]:
     center = f + f1 * d + f2 * d * d / 2
     third = np.array([np.mean(r * v * np.exp(r * abs(x))) for x in d])
     radius = third * np.abs(d) ** 3 / 6
-    exact = losses(z, y, betas[near])
+    exact = bench_fit.independent_losses(z, y, 1.0 / betas[near])
     if np.any(np.abs(exact - center) > radius * (1 + 1e-9) + 1e-13):
         raise AssertionError("a Taylor interval misses the float64 loss")
     best = int(np.argmin(center + radius))
@@ -170,9 +164,6 @@ def logits(n: int, k: int, seed: int, scale: float, p: float):
 
 def resampled(n_sets: int, rounds: int, study: bool, sample_rows: int) -> None:
     """The reads of ``n_sets`` resampled copies of bench_fit's 1M x 10."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_fit
-
     z0, y0 = bench_fit.synthetic(1_000_000, 10)
     rng = np.random.default_rng(0)
     log: list[str] = []
