@@ -38,7 +38,12 @@ would settle it at the warm start's point (one read in all) and at the
 point of one Newton step from there (two reads). In float64 NumPy: the
 float32 reads' own error bounds are not included. Each interval is checked
 against the float64 losses, and a settled answer against their argmin.
-With ``--resample``, the same two counts. ``--sample-rows N``: the study's
+A third column says whether the two candidates either side of the warm
+start's answer hold the minimiser (the continuous solver's ``T``): how
+often a first window of those two, with their slopes, would settle the rule
+alone (a search tried and not kept: see docs/performance.md). With
+``--resample``, the same three counts and the warm start's standard error
+in grid spacings. ``--sample-rows N``: the study's
 warm start from a subsample of at most ``N`` rows (skts's holds up to
 65,536), for the trade between its cost and the reads that follow.
 """
@@ -122,12 +127,14 @@ def one_read(z, y, beta0: float, betas: np.ndarray) -> tuple[bool, float]:
 
 def one_read_columns(
     z, y, lo: float, hi: float, sample_rows: int = 0
-) -> tuple[list[bool], float]:
+) -> tuple[list[bool], float, float]:
     """Whether one read settles the rule at the warm start's point, and at
-    the point of one Newton step from there, and the warm start's seconds;
-    ``sample_rows``: its subsample holds at most that many rows (0: skts's
-    own)."""
-    betas = 1.0 / default_temperatures()
+    the point of one Newton step from there, and whether the two candidates
+    either side of the warm start's answer hold the minimiser; the warm
+    start's seconds and its standard error in grid spacings. ``sample_rows``:
+    its subsample holds at most that many rows (0: skts's own)."""
+    grid = default_temperatures()
+    betas = 1.0 / grid
     own = _steer.subsample_rows
     if sample_rows:
 
@@ -140,18 +147,24 @@ def one_read_columns(
         _steer.subsample_rows = fewer
     try:
         start = time.perf_counter()
-        beta0, _, _, _ = _steer.warm_start(Rows(z, y), lo, hi, 1.0)
+        beta0, se, _, _ = _steer.warm_start(Rows(z, y), lo, hi, 1.0)
         seconds = time.perf_counter() - start
     finally:
         _steer.subsample_rows = own
     at_start, newton = one_read(z, y, beta0, betas)
-    return [at_start, one_read(z, y, newton, betas)[0]], seconds
+    b = int(np.clip(np.searchsorted(grid, 1.0 / beta0), 1, len(grid) - 1))
+    t = solve_continuous(z, y, grid[0], grid[-1]).temperature
+    holds = bool(grid[b - 1] < t <= grid[b])
+    spacings = se / beta0 / np.log(grid[b] / grid[b - 1])
+    return [at_start, one_read(z, y, newton, betas)[0], holds], seconds, spacings
 
 
 def one_read_count(settled: list[int], total: int) -> str:
     return (
         f"one read settles the rule: at the warm start's point in {settled[0]} "
-        f"of {total}, after a Newton read in {settled[1]}"
+        f"of {total}, after a Newton read in {settled[1]}; the two candidates "
+        f"either side of the warm start's answer hold the minimiser in "
+        f"{settled[2]}"
     )
 
 
@@ -180,8 +193,8 @@ def resampled(n_sets: int, rounds: int, study: bool, sample_rows: int) -> None:
 
     kinds: dict[str, int] = {}
     times = []
-    settled = [0, 0]
-    warm = []
+    settled = [0, 0, 0]
+    warm, spread = [], []
     lo, hi = 1.0 / bench_fit.GRID[-1], 1.0 / bench_fit.GRID[0]
     for name in reads:
         setattr(Rows, name, spy(name))
@@ -199,9 +212,10 @@ def resampled(n_sets: int, rounds: int, study: bool, sample_rows: int) -> None:
             kinds[" ".join(log)] = kinds.get(" ".join(log), 0) + 1
             times.append(best)
             if study:
-                found, seconds = one_read_columns(z, y, lo, hi, sample_rows)
+                found, seconds, spacings = one_read_columns(z, y, lo, hi, sample_rows)
                 settled = [a + b for a, b in zip(settled, found, strict=True)]
                 warm.append(seconds)
+                spread.append(spacings)
     finally:
         for name, read in reads.items():
             setattr(Rows, name, read)
@@ -214,7 +228,8 @@ def resampled(n_sets: int, rounds: int, study: bool, sample_rows: int) -> None:
         print(one_read_count(settled, n_sets))
         print(
             f"the study's warm start ms (once a set): min {min(warm) * 1e3:.2f}, "
-            f"median {np.median(warm) * 1e3:.2f}"
+            f"median {np.median(warm) * 1e3:.2f}; its standard error in grid "
+            f"spacings: median {np.median(spread):.2f}"
         )
 
 
@@ -235,11 +250,14 @@ def main() -> None:
     lo, hi = 1.0 / grid[-1], 1.0 / grid[0]
     print("default 1001-candidate grid")
     head = "| data | scale, argmax share | reads | warm start off (se) | fit ms (min) |"
-    study = " one read settles: at the warm start | after a Newton read |"
+    study = (
+        " one read settles: at the warm start | after a Newton read |"
+        " two either side hold it |"
+    )
     print(head + (study if args.one_read else ""))
-    print("|---|---|---|---|---|" + ("---|---|" if args.one_read else ""))
+    print("|---|---|---|---|---|" + ("---|---|---|" if args.one_read else ""))
     counts: dict[int, int] = {}
-    settled = [0, 0]
+    settled = [0, 0, 0]
     for shape in args.shapes.split(","):
         n, k = (int(v) for v in shape.split("x"))
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -256,7 +274,7 @@ def main() -> None:
                 counts[result.n_passes] = counts.get(result.n_passes, 0) + 1
                 extra = ""
                 if args.one_read:
-                    found, _ = one_read_columns(z, y, lo, hi, args.sample_rows)
+                    found, _, _ = one_read_columns(z, y, lo, hi, args.sample_rows)
                     settled = [a + b for a, b in zip(settled, found, strict=True)]
                     extra = "".join(" yes |" if yes else " no |" for yes in found)
                 print(
