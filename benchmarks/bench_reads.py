@@ -126,13 +126,14 @@ def one_read(z, y, beta0: float, betas: np.ndarray) -> tuple[bool, float]:
 
 
 def one_read_columns(
-    z, y, lo: float, hi: float, sample_rows: int = 0
+    z, y, lo: float, hi: float, sample_rows: int = 0, t: float | None = None
 ) -> tuple[list[bool], float, float]:
     """Whether one read settles the rule at the warm start's point, and at
     the point of one Newton step from there, and whether the two candidates
     either side of the warm start's answer hold the minimiser; the warm
     start's seconds and its standard error in grid spacings. ``sample_rows``:
-    its subsample holds at most that many rows (0: skts's own)."""
+    its subsample holds at most that many rows (0: skts's own). ``t``: the
+    continuous solver's answer, if the caller has it."""
     grid = default_temperatures()
     betas = 1.0 / grid
     own = _steer.subsample_rows
@@ -153,7 +154,8 @@ def one_read_columns(
         _steer.subsample_rows = own
     at_start, newton = one_read(z, y, beta0, betas)
     b = int(np.clip(np.searchsorted(grid, 1.0 / beta0), 1, len(grid) - 1))
-    t = solve_continuous(z, y, grid[0], grid[-1]).temperature
+    if t is None:
+        t = solve_continuous(z, y, grid[0], grid[-1]).temperature
     holds = bool(grid[b - 1] < t <= grid[b])
     spacings = se / beta0 / np.log(grid[b] / grid[b - 1])
     return [at_start, one_read(z, y, newton, betas)[0], holds], seconds, spacings
@@ -274,7 +276,7 @@ def main() -> None:
                 counts[result.n_passes] = counts.get(result.n_passes, 0) + 1
                 extra = ""
                 if args.one_read:
-                    found, _, _ = one_read_columns(z, y, lo, hi, args.sample_rows)
+                    found, _, _ = one_read_columns(z, y, lo, hi, args.sample_rows, t)
                     settled = [a + b for a, b in zip(settled, found, strict=True)]
                     extra = "".join(" yes |" if yes else " no |" for yes in found)
                 print(
