@@ -19,10 +19,11 @@ cost per candidate. In the same rounds, the windows the fit reads with
 derivatives: one and two candidates with their proven slopes (after a
 Newton step, and the one-candidate reads that grow such a window), four
 with ``F'`` and ``F''`` at the second (the window placed from the subsample
-alone), and one with ``F'`` and ``F''`` (the read a one-read search would
-start from: ``bench_reads.py --one-read``). Then the fit's phases (the warm
-start and each read, timed around ``Rows``' methods) with skts's default
-threads.
+alone, before), one with ``F'`` and ``F''`` (``bench_reads.py
+--one-read``'s study), and one with its slope, ``F''`` with its bound and
+the rows' largest range (the first read placed from the subsample alone).
+Then the fit's phases (the warm start and each read, timed around
+``Rows``' methods) with skts's default threads.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def window_costs(z, y, rounds: int):
             rows.window, cand[:m], slopes=True
         )
     reads["1 with F', F''"] = functools.partial(rows.window, cand[:1], deriv_at=0)
+    reads["1 with slopes, span"] = functools.partial(
+        rows.window, cand[:1], slopes=True, deriv_at=0, span=True
+    )
     reads["4 with F', F''"] = functools.partial(rows.window, cand[:4], deriv_at=1)
     times = {m: [] for m in reads}
     names = list(reads)

@@ -518,8 +518,10 @@ class XpRows(Rows):
     def nll_parts(self, temperatures):
         return self._each(self._nll_block, temperatures)
 
-    def window_parts(self, temperatures, exact_t, spread, deriv_at=None, slopes=False):
-        # (float64 windows: no slopes; see Rows.window)
+    def window_parts(
+        self, temperatures, exact_t, spread, deriv_at=None, slopes=False, span=False
+    ):
+        # (float64 windows: no slopes, hence no span; see Rows.window)
         def block(rows):
             est = self._nll_block(rows, temperatures)
             ref = [self._nll_block(rows, exact_t)] if exact_t.size else []
@@ -533,7 +535,7 @@ class XpRows(Rows):
             sums = self.derivatives_parts([beta], "float64", True)
             for i, g in enumerate(sums):
                 gh[i, deriv_at, :2] = np.asarray(g)[0, 1:3]
-        return [(*p, g) for p, g in zip(parts, gh, strict=True)]
+        return [(*p, g, math.inf) for p, g in zip(parts, gh, strict=True)]
 
     def derivatives_parts(self, betas, precision, second_moment, higher=False):
         xp = self.xp

@@ -597,9 +597,11 @@ class DaskRows(Rows):
             Rows.slopes_parts, temperatures, moments, facts, higher, span
         )
 
-    def window_parts(self, temperatures, exact_t, spread, deriv_at=None, slopes=False):
+    def window_parts(
+        self, temperatures, exact_t, spread, deriv_at=None, slopes=False, span=False
+    ):
         return self._each_piece(
-            Rows.window_parts, temperatures, exact_t, spread, deriv_at, slopes
+            Rows.window_parts, temperatures, exact_t, spread, deriv_at, slopes, span
         )
 
     def exact_parts(self, temperatures, digits=HP_DIGITS):

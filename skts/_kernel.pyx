@@ -562,13 +562,13 @@ def derivatives(
 def window(
     logits, y, sample_weight, double total, betas, temperatures, *,
     int first_spread=0, double spread=0.0, int deriv_at=-1, bint slopes=False,
-    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, span_out=None, finite_out=None,
 ):
     """Per-block float32 estimates of each loss and their proven error
     bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
     n_temperatures, 4)``. With ``slopes`` (more than two classes), ``(F',
     F'')`` at every temperature and a proven bound on the error of ``F'``:
-    shape ``(n_blocks, n_temperatures, 5)``."""
+    shape ``(n_blocks, n_temperatures, 5)``. ``span_out``: as :func:`slopes`."""
     # (the spread measured at the first beta bounds the later, larger ones;
     # any other index would leave the earlier betas without a bound)
     if first_spread not in (-1, 0):
@@ -584,7 +584,7 @@ def window(
     a.single, a.first_spread, a.spread, a.deriv_at = 1, first_spread, spread, deriv_at
     a.slopes = slopes
     return _run(a, 4 + slopes, logits, y, sample_weight, total, betas, temperatures,
-                n_threads, row_max, row_max_out, None, finite_out)[0]
+                n_threads, row_max, row_max_out, span_out, finite_out)[0]
 
 
 def softmax(logits, double beta, bint log, out_dtype, int n_threads=1):

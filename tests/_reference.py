@@ -121,6 +121,30 @@ def exact_slope(logits, y, beta, sample_weight=None):
             row = [mpmath.mpf(v) for v in zi]
             m = max(row)
             e = [mpmath.exp(b * (v - m)) for v in row]
-            mean = mpmath.fsum(ej * v for ej, v in zip(e, row, strict=True)) / mpmath.fsum(e)
+            mean = mpmath.fsum(
+                ej * v for ej, v in zip(e, row, strict=True)
+            ) / mpmath.fsum(e)
             total += mpmath.mpf(wi) * (mean - row[yi])
+        return total / weight
+
+
+def exact_curvature(logits, y, beta, sample_weight=None):
+    """F''(beta): the weighted mean of each row's variance of z under p =
+    softmax(beta z), an mpmath number at 60 digits."""
+    z = np.asarray(logits, dtype=np.float64).tolist()
+    w = [1.0] * len(z) if sample_weight is None else list(map(float, sample_weight))
+    with mpmath.workdps(_DIGITS):
+        b = mpmath.mpf(float(beta))
+        total, weight = mpmath.mpf(0), mpmath.fsum(mpmath.mpf(wi) for wi in w)
+        for zi, wi in zip(z, w, strict=True):
+            if wi == 0:
+                continue
+            row = [mpmath.mpf(v) for v in zi]
+            m = max(row)
+            e = [mpmath.exp(b * (v - m)) for v in row]
+            s = mpmath.fsum(e)
+            mean = mpmath.fsum(ej * v for ej, v in zip(e, row, strict=True)) / s
+            pairs = zip(e, row, strict=True)
+            var = mpmath.fsum(ej * (v - mean) ** 2 for ej, v in pairs)
+            total += mpmath.mpf(wi) * var / s
         return total / weight

@@ -108,6 +108,47 @@ def test_the_slopes_window_reads_the_same_bits_in_chunks(monkeypatch):
     assert got.validation_loss_ == ref.validation_loss_
 
 
+def test_one_read_at_the_nearest_candidate_reads_the_same_bits_in_chunks(
+    monkeypatch,
+):
+    # A subsample close to the minimum: the first read is the nearest
+    # candidate alone with its slopes, F'' and the rows' largest range, and
+    # its proof settles the rule (skts._numerics._grid._proven). Chunk by
+    # chunk, the same reads, the same F'' bits and range, the same answer.
+    from skts._numerics import Rows, _grid, derivatives
+
+    z, y = _problem(n=200_000, seed=4)
+    w = _weights(len(y))
+    ref_t = _fit(z, y, w).temperature_
+    spacing = 0.0092  # (the default grid's)
+    curvature = derivatives(z[::20], y[::20], 1.0 / ref_t, w[::20])[2]
+    monkeypatch.setattr(
+        _grid,
+        "warm_start",
+        lambda *a: (1.0 / ref_t, 0.5 * spacing / ref_t, curvature, 0),
+    )
+    reads = []
+    window = Rows.window
+
+    def spy(rows, temperatures, *a, **kw):
+        read = window(rows, temperatures, *a, **kw)
+        reads.append((len(temperatures), kw["span"], read.curvature, read.span))
+        return read
+
+    monkeypatch.setattr(Rows, "window", spy)
+    ref = _fit(z, y, w)
+    assert [r[:2] for r in reads] == [(1, True)]
+    want = reads[:]
+    reads.clear()
+    got = _fit(da.from_array(z, chunks=(33_333, 10)), da.from_array(y, 33_333), w)
+    assert [r[:2] for r in reads] == [(1, True)]
+    assert reads[0][3] == want[0][3] == float(np.ptp(z.astype(np.float64), 1).max())
+    for a, b in zip(reads[0][2], want[0][2], strict=True):
+        assert np.array_equal(a, b)
+    assert got.temperature_ == ref.temperature_ == ref_t
+    assert got.validation_loss_ == ref.validation_loss_
+
+
 def test_grid_matches_brute_force_in_real_arithmetic():
     z, y = _problem(n=600, k=5, seed=3, dtype=np.float64)
     w = _weights(600, seed=4)
@@ -547,7 +588,7 @@ def test_a_piece_sends_its_per_block_results_as_one_buffer(read):
     ts = np.array([1.5, 2.0, 2.5])
     parts, args = {
         "nll": (Rows.nll_parts, (ts,)),
-        "window": (Rows.window_parts, (ts, ts[1:2], None, 1)),
+        "window": (Rows.window_parts, (ts, ts[1:2], None, 1, True, True)),
         "derivatives": (Rows.derivatives_parts, (list(1 / ts), "float64", True)),
         "slopes": (Rows.slopes_parts, (ts, 1, True, False, True)),
     }[read]

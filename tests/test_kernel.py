@@ -521,6 +521,68 @@ def test_window_slopes_hold_for_weighted_rows_and_any_thread_count():
         _kernel.window(z[:, :2], y % 2, None, float(n), 1.0 / ts, ts, slopes=True)
 
 
+@pytest.mark.parametrize("k", [3, 10, 32, 33, 100, 1000])
+@pytest.mark.parametrize("scale", [0.3, 3.0, 30.0])
+def test_window_curvature_holds_against_high_precision_row_by_row(k, scale):
+    # With slopes and span, the window's F'' at every candidate, one row at a
+    # time: within its proven bound (skts._numerics._blocks.curvature_bound)
+    # of 60 digits, at temperatures whose exponents reach the clamp at -87
+    # (scale 30 at T 0.05) and at ones far from it. The span is the row's
+    # range, and the bound is useful where F'' is not tiny (at least 1e-3 and
+    # a tenth of E_p[d**2], of which its error is a part): below 1% of it.
+    # The estimates, their bounds and the slopes keep their bits.
+    from _reference import exact_curvature
+
+    rng = np.random.default_rng(k)
+    ts = np.array([0.05, 0.4, 1.0, 3.0])
+    for i in range(3):
+        z = (rng.standard_t(3, size=(1, k)) * scale).astype(np.float32)
+        y = np.array([(7 * i) % k])
+        rows = Rows(z, y)
+        read = rows.window(ts, slopes=True, span=True)
+        plain = rows.window(ts, slopes=True)
+        assert read.span == float(np.ptp(z.astype(np.float64)))
+        assert plain.curvature is None and plain.span == np.inf
+        for a, b in ((read.estimate, plain.estimate), (read.bound, plain.bound)):
+            assert np.array_equal(a, b)
+        assert np.array_equal(read.slopes[0], plain.slopes[0])
+        h, bound = read.curvature
+        d = z[0].astype(np.float64) - z.max()
+        for q, t in enumerate(ts):
+            exact = exact_curvature(z, y, 1.0 / t)
+            assert abs(mpmath.mpf(h[q]) - exact) <= bound[q]
+            p = np.exp(d / t) / np.exp(d / t).sum()
+            if h[q] >= max(0.1 * (p * d * d).sum(), 1e-3):  # (F'' not tiny)
+                assert bound[q] <= 1e-2 * h[q]
+
+
+@pytest.mark.parametrize("t", [0.02, 0.3, 1.0, 5.0])
+def test_window_curvature_holds_where_the_variance_is_small_against_its_moments(t):
+    # F'' = M2 - M1**2 cancels where most of the mass sits at one d far from
+    # 0 (999 classes 2 below the top one): its error is relative to M2, not
+    # to F''; the bound (from the slope's, which counts M2) still holds, and
+    # with weights (some 0) on 1 and 2 threads (the same bits).
+    from _reference import exact_curvature
+
+    k = 1000
+    z = np.full((4, k), -2.0, dtype=np.float32)
+    z[:, 0] = 0.0
+    z[1, 1:] = np.linspace(-2.001, -1.999, k - 1, dtype=np.float32)
+    z[2, 5] = 40.0  # (a far top, its others clamped at small t)
+    z[3] *= 7.0
+    y = np.array([0, 3, 5, 9])
+    w = np.array([1.0, 0.0, 2.5, 0.5])
+    reads = [
+        Rows(z, y, w, n_jobs).window([t], slopes=True, span=True) for n_jobs in (1, 2)
+    ]
+    assert np.array_equal(reads[0].curvature[0], reads[1].curvature[0])
+    assert reads[0].span == 42.0  # (rows of weight 0 count too)
+    h, bound = reads[0].curvature
+    exact = exact_curvature(z, y, 1.0 / t, w)
+    assert abs(mpmath.mpf(h[0]) - exact) <= bound[0]
+    assert bound[0] < np.inf
+
+
 def _grouped_row_sum(e):
     """The kernel's float32 row sum S of a narrow row's exponentials (at most
     32 classes): groups of g classes (4 from 8 classes, 2 from 4, else 1),
@@ -912,12 +974,13 @@ def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
         block_pass(z, y, w, total, [1.0], [1.0], "nll", row_max=found[:-1])
 
 
+@pytest.mark.parametrize("read", ["slopes", "window"])
 @pytest.mark.parametrize("k", [2, 10, 33, 300])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_each_block_writes_its_widest_row(k, dtype):
+def test_each_block_writes_its_widest_row(read, k, dtype):
     # span_out: each block's largest row range (max - min), as numpy finds it
-    # block by block, with the row maxima known or not; the sums keep their
-    # bits.
+    # block by block (the kernel's maximum in lanes per chunk), with the row
+    # maxima known or not; the sums keep their bits.
     rng = np.random.default_rng(k)
     n = 150_000 // k
     z = (rng.normal(size=(n, k)) * rng.uniform(0.1, 30.0, size=(n, 1))).astype(dtype)
@@ -930,7 +993,7 @@ def test_each_block_writes_its_widest_row(k, dtype):
             for i in range(0, n, step)
         ]
     )
-    args = (z, y, None, float(n), [0.5], [2.0], "slopes")
+    args = (z, y, None, float(n), [0.5], [2.0], read)
     plain = block_pass(*args)[0]
     for options in ({}, {"row_max": z64.max(axis=1)}):
         spans = np.full(len(want), np.nan)

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import warnings
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -702,6 +703,119 @@ def test_large_inputs_find_the_brute_force_answer(
     assert result.n_passes <= (2 if abs(offset) < 0.005 else 4)
     if abs(offset) < 0.005:
         assert len(windows) == 1
+
+
+@pytest.mark.parametrize("span", [0.0, 1e-3, 0.7, 20.0, 300.0])
+def test_the_curvature_integrals_bound_their_exact_values(span):
+    # _curve: below (exp(-R s) - 1 + R s) / R**2 and, with up, above (exp(R s)
+    # - 1 - R s) / R**2 (their limits s**2 / 2 at R = 0), at 60 digits, on
+    # both sides of the series' threshold R s = 0.1; and close (1e-3 of the
+    # value, with the series' looser remainder) where R s is small.
+    from skts._numerics._grid import _curve
+
+    for s in (1e-9, 1e-4, 0.003, 0.0049, 0.0051, 0.05, 0.4, 3.0):
+        with mpmath.workdps(60):
+            r, x = mpmath.mpf(span), mpmath.mpf(s)
+            if span == 0.0:
+                down = up = x * x / 2
+            else:
+                down = (mpmath.exp(-r * x) - 1 + r * x) / r**2
+                up = (mpmath.exp(r * x) - 1 - r * x) / r**2
+        low, high = _curve(span, s), _curve(span, s, True)
+        assert 0.0 <= low <= down and high >= up
+        if span * s < 0.1:
+            assert high <= up * (1 + 1e-3) and low >= down * (1 - 1e-3)
+    assert _curve(math.inf, 0.1) == 0.0 and _curve(math.inf, 0.1, True) == math.inf
+
+
+@pytest.mark.parametrize("step", [0.002, 0.03])
+def test_one_reads_intervals_hold_the_exact_losses(step):
+    # From one window read at a candidate (F' and F'' with their proven
+    # bounds, the rows' largest range): each neighbour's loss less the read
+    # candidate's lies in its interval, at 60 digits, for grids so fine that
+    # R s stays below the series' threshold and so coarse that it does not;
+    # and the intervals are narrow enough to decide: the read candidate sits
+    # at the continuous minimiser, and every other one is proven worse.
+    from skts._numerics import Rows
+    from skts._numerics._grid import _intervals
+
+    from _reference import exact_losses
+
+    rng = np.random.default_rng(3)
+    n, k = 300, 20
+    z = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.7, z.argmax(1), rng.integers(0, k, n))
+    t = solve_continuous(z, y, 0.05, 20.0).temperature
+    cand = t * np.exp(step * np.arange(-6, 7))
+    j = 6  # (t itself)
+    read = Rows(z, y).window(cand[[j]], slopes=True, span=True)
+    g, e = (float(v[0]) for v in read.slopes)
+    h, eh = (float(v[0]) for v in read.curvature)
+    low, high = _intervals(cand, j, (g, e), (h - eh, h + eh, read.span))
+    assert sorted(low) == list(range(3, 10))
+    exact = exact_losses(z, y, cand[3:10])
+    for i in range(3, 10):
+        diff = exact[i - 3] - exact[j - 3]
+        assert low[i] <= diff <= high[i]
+        # (j sits at the continuous minimiser: every other candidate is
+        # proven worse by the read at j alone)
+        assert i == j or low[i] > 0.0
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_one_read_at_the_nearest_candidate_proves_the_rule(
+    large_problem, monkeypatch, weighted
+):
+    # From a close subsample (fused), the first read is the nearest candidate
+    # alone with its proven F', F'' and the rows' largest range; its
+    # intervals on the candidates within 3 of it (_intervals) prove the
+    # rule's answer when both its neighbours' lie above it. Where the warm
+    # start is within half a spacing of the answer: that one read. A spacing
+    # or two off: one more read, of the proven answer alone (its loss), not
+    # of its slopes. Six off: no proof, and the Newton step from the read
+    # places the next window. Always the rule's answer (brute force).
+    from skts._numerics import Rows, _grid
+
+    logits, y, grid, best = large_problem
+    w = None
+    if weighted:  # (weights, some 0: the answer moves)
+        w = np.random.default_rng(1).choice([0.0, 0.5, 1.0, 2.0], size=len(y))
+        best = int(np.argmin(nll_many(logits, y, grid, w)))
+    allowed = brute_force(logits, y, grid[best - 10 : best + 11], w)
+    assert allowed == [grid[best]]
+    spacing = math.log(grid[best + 1] / grid[best])
+    beta = 1.0 / grid[best]
+    curvature = derivatives(logits[::20], y[::20], beta, w)[2]
+    reads = {}
+    window = Rows.window
+    for off in (0.0, 0.3, -0.4, 0.8, -1.3, 6.0):
+        start = beta * math.exp(-off * spacing)
+        se = 0.5 * spacing * start  # (close: the fused first read)
+        monkeypatch.setattr(
+            _grid, "warm_start", lambda *a, b=start, e=se: (b, e, curvature, 0)
+        )
+        windows = reads[off] = []
+
+        def spy(rows, temperatures, *a, seen=windows, **kw):
+            seen.append((len(temperatures), kw["slopes"], kw["span"]))
+            return window(rows, temperatures, *a, **kw)
+
+        monkeypatch.setattr(Rows, "window", spy)
+        result = grid_search(logits, y, grid, w)
+        monkeypatch.setattr(Rows, "window", window)
+        assert result.temperature == grid[best]
+        assert windows[0] == (1, True, True)
+    for off in (0.0, 0.3, -0.4):
+        assert reads[off] == [(1, True, True)]
+    # (a spacing or two off, the proof needs the answer's neighbours well
+    # above it: so where the minimiser is within 0.3 of a spacing of the
+    # answer, not 0.43 as with these weights)
+    t = solve_continuous(logits, y, grid[0], grid[-1], w).temperature
+    centred = abs(math.log(t / grid[best])) < 0.3 * spacing
+    assert centred != weighted
+    for off in (0.8, -1.3):
+        assert not centred or reads[off] == [(1, True, True), (1, False, False)]
+    assert len(reads[6.0]) > 1 and reads[6.0][1] != (1, False, False)
 
 
 @pytest.fixture(scope="module", params=[1, 4])

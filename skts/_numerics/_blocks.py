@@ -1,6 +1,6 @@
 """Block geometry, the canonical summation order, weight normalisation and
 the float64 evaluator's error bound: what every backend must agree on to
-give the same bits.
+give the same bits (and the bound on the float32 window's ``F''``).
 
 The block size is the kernel's (``skts._kernel.BLOCK_ELEMENTS``, defined
 there only): a block holds about 64k logits, its rows depend on the shape
@@ -30,6 +30,7 @@ __all__ = [
     "Stacked",
     "add",
     "blocks",
+    "curvature_bound",
     "error64_factor",
     "error_bound",
     "fold",
@@ -251,3 +252,49 @@ def scratch(name: str, shape: tuple[int, ...], dtype=np.float32) -> NDArray:
             max(size, BLOCK_ELEMENTS * F32_BLOCKS), dtype=dtype
         )
     return buf[:size].reshape(shape)
+
+
+def curvature_bound(h, slope_bounds, temperatures, span: float, n_classes: int):
+    """A proven bound on the error of the float32 window's ``F''`` (``h``, in
+    ``beta``) at each of ``temperatures``, from the weighted mean of its rows'
+    bounds of ``F'`` (``slope_bounds``, each row's ``v`` of
+    :meth:`Rows.window`'s Notes) and the rows' largest range ``span``.
+
+    Notes
+    -----
+    Per row (``d_j = z_j - m``, ``M1 = E_p[-d] <= R``, ``M2 = E_p[d**2]``,
+    ``R`` the row's range, at most ``span``), ``F''_row = M2 - M1**2``. Each
+    float32 term ``e x**2`` of ``M2``'s sum (``x = beta d``, computed as ``(e
+    x) x``) is within ``u (12.4 + 3.01 |x_j|)`` of its value: the
+    exponential's 4.4u and its argument's roundings amplified by ``|x_j|``,
+    as in ``M1``'s terms, ``x**2``'s twice 3u and two products. The sum adds
+    ``c u`` and ``S`` its ``u (8 + r + log2 K + 3 beta M1)``, as for ``M1``,
+    and ``E_p |d|**3 <= R M2``; so, doubled, ``|dM2| <= 2 u M2 (slack + 1 +
+    6.01 beta R)``, ``slack = 20 + c + r + log2 K`` as in ``v`` (its float64
+    roundings inside the 1). Since ``v >= 6.02 u beta M2`` (every term of
+    ``v`` is >= 0), ``|dM2| <= v (slack + 1 + 6.01 beta R) / (3.01 beta)``.
+    ``|d(M1**2)| <= 2 M1 |dM1| + dM1**2 <= v (2 R + D)`` with ``|dM1| <= v
+    <= D = 2 u (R (slack + 3 beta R) + 3.01 beta R**2) + 8 u64 R + K (T 1e-35
+    + R 1e-37)`` (``g, M1 <= R``, ``M2 <= R**2``). The clamped exponents
+    (below -87) add at most ``K (T**2 1.3e-34 + M2 1.7e-38)`` per row,
+    doubled. The mean over the rows: the same with ``v`` its mean, times
+    1.001 for the first-order terms left out. Infinite if ``span`` is not
+    finite.
+    """
+    ts = np.asarray(temperatures, dtype=np.float64)
+    if not math.isfinite(span):
+        return np.full(ts.shape[0], np.inf)
+    k = n_classes
+    unit, unit64 = 2.0**-24, 2.0**-53
+    r = span * (1.0 + 1e-15)
+    beta = (1.0 / ts) * (1.0 + 1e-15)
+    chain = k if k <= 32 else -(-k // 16)  # (SKTS_TRANSPOSE_MAX, lanes)
+    slack = 20.0 + chain + (7.0 if k > 32 else 0.0) + math.log2(max(k, 2))
+    d = (
+        2.0 * unit * (r * (slack + 3.0 * beta * r) + 3.01 * beta * r * r)
+        + 8.0 * unit64 * r
+        + k * (ts * 1e-35 + r * 1e-37)
+    )
+    factor = (slack + 1.0 + 6.01 * beta * r) / (3.01 * beta) + 2.0 * r + d
+    clamped = 2.0 * k * (ts * ts * 1.3e-34 + r * r * 1.7e-38)
+    return (np.asarray(slope_bounds) * factor + clamped) * 1.001

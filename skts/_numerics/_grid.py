@@ -269,6 +269,91 @@ def _around(
     return j, max(j - left_half, 0), min(j + right_half, n_cand - 1)
 
 
+def _curve(span: float, s: float, up: bool = False) -> float:
+    """A lower bound on ``(exp(-R s) - 1 + R s) / R**2`` (``R = span``), the
+    integral twice over ``[0, s]`` of ``exp(-R t)``, 0 unless finite; with
+    ``up``, an upper bound on ``(exp(R s) - 1 - R s) / R**2``, inf unless
+    finite. (1e-12 relative for the roundings here.)"""
+    a = span * s
+    if not math.isfinite(a) or (up and a > 700.0):
+        return math.inf if up else 0.0
+    if a < 0.1:  # (the series, whose remainders have known signs and sizes)
+        if up:
+            value = s * s * (0.5 + a / 6.0 + a * a / 24.0 * math.exp(a))
+        else:
+            value = max(0.0, s * s * (0.5 - a / 6.0))
+    elif up:
+        value = (math.expm1(a) - a) / (span * span)
+    else:
+        value = (math.expm1(-a) + a) / (span * span)
+    return value * (1.0 + 1e-12 if up else 1.0 - 1e-12)
+
+
+def _intervals(
+    cand: NDArray,
+    j: int,
+    slope: tuple[float, float],
+    curve: tuple[float, float, float],
+    reach: int = 3,
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Proven bounds ``(low, high)`` on ``F(c) - F(cand[j])`` for each
+    candidate ``c`` within ``reach`` of ``j``, from one read at ``cand[j]``:
+    ``F'`` there within ``e`` of ``g`` (``slope``), ``F''`` in ``[h_lo,
+    h_hi]`` and the rows' largest range ``R`` (``curve``).
+
+    Per row ``F''`` changes by at most a factor ``exp(R |t|)`` over a step
+    ``t`` in ``beta`` (see :func:`~skts._numerics._steer.one_read_bracket`),
+    so Taylor's theorem puts ``F(c) - F(cand[j])`` (``d = beta_c - beta_j``,
+    ``s = |d|``) in ``[g d - e s + h_lo C(-s), g d + e s + h_hi C(s)]``, ``C``
+    the integral twice of ``exp(-+R t)`` over ``[0, s]`` (:func:`_curve`),
+    less and plus 1e-9 of the terms for the roundings here.
+    """
+    g, e = slope
+    h_lo, h_hi, span = curve
+    low, high = {}, {}
+    for i in range(max(j - reach, 0), min(j + reach, cand.shape[0] - 1) + 1):
+        d = 1.0 / cand[i] - 1.0 / cand[j]
+        s = abs(d)
+        a = max(h_lo, 0.0) * _curve(span, s * (1.0 - 1e-9))
+        b = h_hi * _curve(span, s, True)
+        slack = 1e-9 * (abs(g * d) + e * s + b)
+        low[i] = 0.0 if i == j else g * d - e * s + a - slack
+        high[i] = 0.0 if i == j else g * d + e * s + b + slack
+    return low, high
+
+
+def _proven(
+    cand: NDArray,
+    j: int,
+    slope: tuple[float, float],
+    curve: tuple[float, float, float],
+    top: float,
+    c64: float,
+) -> int | None:
+    """The rule's answer, proven from one read at ``cand[j]`` alone (see
+    :func:`_intervals`; ``top`` bounds the loss there), or None: the
+    candidate whose interval lies lowest, when both its neighbours' lie above
+    it by more than the float64 values' error bounds (as `_windows`'
+    `beyond` asks). By convexity every other candidate is worse too.
+    """
+    g, e = slope
+    h_lo, h_hi, span = curve
+    if not (h_lo > 0.0 and math.isfinite(h_hi) and math.isfinite(g + e + span)):
+        return None
+    low, high = _intervals(cand, j, slope, curve)
+    best = min(low, key=lambda i: (low[i] + high[i], i))
+    for out in (best - 1, best + 1):
+        if out < 0 or out >= cand.shape[0]:
+            continue  # (the range's end)
+        if out not in low:
+            return None
+        rise = low[out] - high[best]
+        size = top + abs(high[best]) + abs(low[out])
+        if not rise > 2.0 * c64 * (2.0 * size + rise + 2.0):
+            return None
+    return best
+
+
 def _between(cand: NDArray, beta: float) -> int:
     """``b`` with ``cand[b - 1] < 1/beta <= cand[b]``; 0 if ``1/beta`` lies
     outside (at or below the smallest, or above the largest candidate)."""
@@ -322,12 +407,22 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
         # (the forecasts sharpen), and Newton then stops short of the root
         # whichever side it starts from. A candidate costs less than a read.
         lo = max(lo - 1, 0)
+    # From the subsample alone (fused), with proven slopes: the nearest
+    # candidate alone, with F' and F'' there and the rows' largest range,
+    # from which Taylor's theorem often proves the answer (`_proven`); else
+    # the Newton step from there places the next window.
+    curved = fused and certify
+    if curved:
+        lo = hi = j
 
     c64 = error64_factor(rows.n_samples, rows.n_classes)
     est: dict[int, float] = {}
     err: dict[int, float] = {}
     exact: dict[int, float] = {}
     slopes: dict[int, tuple[float, float]] = {}  # F' and its bound
+    # F'' proven within [low, high], and the rows' largest range
+    curves: dict[int, tuple[float, float, float]] = {}
+    proven: int | None = None  # the answer, proven by the read at j alone
     guess = j
     # Small inputs report the float64 loss at the answer (evaluated with the
     # window); larger ones the float32 estimate, within its proven bound.
@@ -345,11 +440,18 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
                 exact=cand[extra],
                 spread=at.spread if usable else None,
                 deriv_at=todo.index(j) if fused and j in todo else None,
-                slopes=certify and len(todo) <= 2,
+                slopes=certify and len(todo) <= 2 and proven is None,
+                span=curved,
             )
             if read.slopes is not None:
                 g, e = read.slopes
                 slopes.update(zip(todo, zip(g, e, strict=True), strict=True))
+            if read.curvature is not None:
+                h, eh = read.curvature
+                for i, a, b in zip(
+                    todo, (h - eh).tolist(), (h + eh).tolist(), strict=True
+                ):
+                    curves[i] = (a, b, read.span)
             est.update(zip(todo, read.estimate.tolist(), strict=True))
             err.update(zip(todo, read.bound.tolist(), strict=True))
             exact.update(zip(extra, read.reference.tolist(), strict=True))
@@ -359,7 +461,15 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
             fused = False
         if not all(np.isfinite(est[i]) and np.isfinite(err[i]) for i in est):
             break
-        window = range(lo, hi + 1)
+        if curved:
+            curved = False
+            if j in curves and j in slopes:
+                top = abs(est[j]) + err[j]
+                proven = _proven(cand, j, slopes[j], curves[j], top, c64)
+            if proven is not None and proven not in est:
+                lo = hi = guess = proven  # (its own loss: a read of it alone)
+                continue
+        window = range(lo, hi + 1) if proven is None else [proven]
         best = min(window, key=lambda i: (est[i], i))
         upper = est[best] + err[best]
         upper += c64 * (abs(upper) + 1.0)  # bound on the float64 value at best
@@ -381,9 +491,17 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
             top = abs(est[edge]) + err[edge]  # (F >= 0 there)
             return rise > 2.0 * c64 * (2.0 * top + rise + 2.0)
 
-        left_ok = lo == 0 or (lo != best and lower(lo) > upper) or beyond(lo, lo - 1)
+        left_ok = (
+            proven is not None
+            or lo == 0
+            or (lo != best and lower(lo) > upper)
+            or beyond(lo, lo - 1)
+        )
         right_ok = (
-            hi == n_cand - 1 or (hi != best and lower(hi) > upper) or beyond(hi, hi + 1)
+            proven is not None
+            or hi == n_cand - 1
+            or (hi != best and lower(hi) > upper)
+            or beyond(hi, hi + 1)
         )
         if left_ok and right_ok:
             close = [i for i in window if i == best or lower(i) <= upper]

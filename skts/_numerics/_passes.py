@@ -34,6 +34,7 @@ from skts._numerics._blocks import (
     Stacked,
     add,
     blocks,
+    curvature_bound,
     error64_factor,
     fold,
     normalised_weights,
@@ -324,6 +325,7 @@ class Rows:
         spread: float | None = None,
         deriv_at: int | None = None,
         slopes: bool = False,
+        span: bool = False,
     ) -> Window:
         """Float32 estimates of ``L`` at a few temperatures, with rigorous error bounds.
 
@@ -338,7 +340,9 @@ class Rows:
         also gives ``(F', F'')`` in ``beta`` there (float32 exponentials, as
         :func:`derivatives` with ``"float32"``), else ``None``. With ``slopes``
         (more than two classes, float32 windows), ``F'`` in ``beta`` at every
-        temperature and a proven bound on its error (see the Notes' end).
+        temperature and a proven bound on its error (see the Notes' end);
+        with ``span`` too, the rows' largest range and ``F''`` at every
+        temperature with a proven bound on its error (:func:`curvature_bound`).
 
         Notes
         -----
@@ -387,9 +391,11 @@ class Rows:
         temperatures = np.asarray(temperatures, dtype=np.float64)
         exact_t = np.zeros(0) if exact is None else np.asarray(exact, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            est, err, refs, gh = fold(
+            est, err, refs, gh, widest = fold(
                 combine_window,
-                self.window_parts(temperatures, exact_t, spread, deriv_at, slopes),
+                self.window_parts(
+                    temperatures, exact_t, spread, deriv_at, slopes, span
+                ),
             )
             ref = fold(add, refs) if refs else np.zeros(exact_t.shape[0])
         # float64 roundings of the per-row terms and of the accumulation.
@@ -407,7 +413,17 @@ class Rows:
         accumulate = sum_error_factor(self.n_samples, self.n_classes)
         size = np.abs(gh[:, 0]) + 2.0 * gh[:, 2] / (40.0 * 2.0**-24)
         bound = (gh[:, 2] + accumulate * size) * (1.0 + 1e-6)
-        return Window(est, err, ref, slope, (gh[:, 0].copy(), bound))
+        found = (gh[:, 0].copy(), bound)
+        if not span:
+            return Window(est, err, ref, slope, found)
+        h = gh[:, 1].copy()
+        # (the weighted sums' roundings: the sums of the bounds of F' and of
+        # the rows' F'', both of terms >= 0)
+        eh = curvature_bound(
+            h, gh[:, 2] * (1.0 + accumulate), temperatures, widest, self.n_classes
+        )
+        eh = eh + accumulate * h
+        return Window(est, err, ref, slope, found, widest, (h, eh * (1.0 + 1e-6)))
 
     def exact(self, temperatures, digits: int = HP_DIGITS):
         """``L(T)`` at each of ``temperatures`` to about ``digits``
@@ -553,12 +569,16 @@ class Rows:
             found = np.zeros((sums.shape[0], 3), dtype=bool)
         return Stacked(_slopes_item, _slopes_total, (sums, found.astype(bool), spans))
 
-    def window_parts(self, temperatures, exact_t, spread, deriv_at=None, slopes=False):
+    def window_parts(
+        self, temperatures, exact_t, spread, deriv_at=None, slopes=False, span=False
+    ):
         """:meth:`window`'s per-block ``(est, err, [float64 values], (F', F'',
-        bound of F') at each temperature)``."""
+        mean of the rows' bounds of F') at each temperature, span)`` (``span``:
+        the block's largest row range if asked for, else inf)."""
         order = np.argsort(-temperatures, kind="stable")  # ascending beta: the
         ts = temperatures[order]  # reference comes first
         measure = spread is None or self.n_classes == 2  # (binary: its own)
+        spans = np.full(-(-self.n_samples // rows_per_block(self.n_classes)), np.inf)
         sums, _ = self._pass(
             kernel.window,
             1.0 / ts,
@@ -569,6 +589,7 @@ class Rows:
             if deriv_at is None
             else int(np.flatnonzero(order == deriv_at)[0]),
             slopes=bool(slopes) and self.n_classes > 2,
+            **({"span_out": spans} if span else {}),
         )
         est = np.empty(sums.shape[:2])
         err = np.empty(sums.shape[:2])
@@ -579,7 +600,7 @@ class Rows:
         # The float64 values (nll's, bit for bit: the same blocks and kernel).
         refs = self.nll_parts(exact_t) if exact_t.size else None
         assert refs is None or refs.shape[0] == est.shape[0]  # the same blocks
-        return Stacked(_window_item, _window_total, (est, err, refs, gh))
+        return Stacked(_window_item, _window_total, (est, err, refs, gh, spans))
 
     def exact_parts(self, temperatures, digits: int = HP_DIGITS):
         """:meth:`exact`'s weighted sums over the rows and their weight."""

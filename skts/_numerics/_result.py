@@ -126,6 +126,10 @@ class Window:
     reference: NDArray
     slope: tuple[float, float] | None
     slopes: tuple[NDArray, NDArray] | None = None
+    # With slopes and span: the largest range of a row's logits, and F'' at
+    # each temperature with a proven bound on its error (see Rows.window).
+    span: float = math.inf
+    curvature: tuple[NDArray, NDArray] | None = None
 
     def __iter__(self):
         return iter((self.estimate, self.bound, self.reference, self.slope))
@@ -149,7 +153,13 @@ def combine_window(a, b):
     per float32 block), as ``Rows.nll`` sums them: the same bits."""
     refs = [*a[2], *b[2]]
     ref = fold(add, refs) if refs else None
-    return a[0] + b[0], a[1] + b[1], [] if ref is None else [ref], a[3] + b[3]
+    return (
+        a[0] + b[0],
+        a[1] + b[1],
+        [] if ref is None else [ref],
+        a[3] + b[3],
+        max(a[4], b[4]),
+    )
 
 
 def _slopes_item(arrays, i: int):
@@ -169,11 +179,11 @@ def _slopes_total(arrays):
 def _window_item(arrays, i: int):
     """Block ``i``'s result of ``Rows.window_parts``, as ``combine_window``
     folds it."""
-    est, err, refs, gh = arrays
-    return est[i], err[i], [] if refs is None else [refs[i]], gh[i]
+    est, err, refs, gh, spans = arrays
+    return est[i], err[i], [] if refs is None else [refs[i]], gh[i], float(spans[i])
 
 
 def _window_total(arrays):
-    est, err, refs, gh = arrays
+    est, err, refs, gh, spans = arrays
     ref = [] if refs is None else [in_order(refs)]
-    return in_order(est), in_order(err), ref, in_order(gh)
+    return in_order(est), in_order(err), ref, in_order(gh), float(spans.max())

@@ -118,9 +118,7 @@ def _group_table(report: CalibrationReport) -> str:
     return "\n".join(lines)
 
 
-def _row_stats(
-    idx, proba, n_bins, log_p_y=None, predicted=None
-) -> dict[str, NDArray]:
+def _row_stats(idx, proba, n_bins, log_p_y=None, predicted=None) -> dict[str, NDArray]:
     """Per-row quantities behind every report metric (uniform bins).
 
     With ``log_p_y`` (each row's log-probability of its label, from logits:
@@ -142,9 +140,7 @@ def _row_stats(
         "top_bin": _bin_index(conf, edges),
         "nll": (
             # Clipped to [eps, 1 - eps] exactly as sklearn.metrics.log_loss does.
-            -np.log(np.clip(p_y, eps, 1 - eps))
-            if log_p_y is None
-            else -log_p_y
+            -np.log(np.clip(p_y, eps, 1 - eps)) if log_p_y is None else -log_p_y
         ),
         # sum_k (p_k - 1[y = k])**2, the multiclass Brier score of the row.
         "brier": np.einsum("ij,ij->i", proba, proba) - 2.0 * p_y + 1.0,
