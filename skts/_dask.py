@@ -382,16 +382,18 @@ def _run(
 ):
     """One piece of one read: ``parts`` (one of ``Rows``' ``*_parts``
     methods) on the piece's rows, in memory, on one thread; ``row_max``: the
-    piece's row maxima found by an earlier read, or None. The piece's arrays
-    are checked against the shapes the Dask arrays declare at every read (a
-    chunk computed again may differ from the one validated). With ``check``
-    (the fit's first read of all the rows) the labels and weights are
-    checked before the kernel reads them, and the kernel looks at every
-    logit it reads (:class:`~skts._numerics.Unchecked`): a problem is
-    returned, not raised, so that the driver names the first in row order.
+    piece's row maxima and block ranges found by an earlier read, or None.
+    The piece's arrays are checked against the shapes the Dask arrays
+    declare at every read (a chunk computed again may differ from the one
+    validated). With ``check`` (the fit's first read of all the rows) the
+    labels and weights are checked before the kernel reads them, and the
+    kernel looks at every logit it reads (:class:`~skts._numerics.Unchecked`):
+    a problem is returned, not raised, so that the driver names the first in
+    row order.
 
-    Returns the per-block results, the row maxima this read found (None if
-    it was given them or found none), and the piece's problem (None)."""
+    Returns the per-block results, the row maxima and block ranges this
+    read found (None if it was given them or found none), and the piece's
+    problem (None)."""
     z, y = np.asarray(z), np.asarray(y)
     error = check_piece(z, y, w, start, stop, n_classes)
     unchecked = None
@@ -472,10 +474,11 @@ class DaskRows(Rows):
             for a, b in pieces
         ]
         self._bounds = pieces
-        # Each piece's row maxima (wide float32 rows), once a read found them:
-        # given to its later reads, the kernel reads such rows once per pass
-        # as in memory (8 bytes a row on the driver; the same bits).
-        self._row_max: list[NDArray | None] = [None] * len(pieces)
+        # Each piece's row maxima and block ranges (wide float32 rows), once a
+        # read found them: given to its later reads, the kernel reads such
+        # rows once per pass as in memory (8 bytes a row on the driver; the
+        # same bits).
+        self._row_max: list[tuple | None] = [None] * len(pieces)
         self._inline = [_inline_graph(*part) for part in self._parts]
         # One small computation: the warm start's subsample (the pieces'
         # rows of it) and the largest weight.

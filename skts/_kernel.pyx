@@ -515,15 +515,17 @@ cdef skts_args _base(int mode):
 
 def nll(
     logits, y, sample_weight, double total, betas, temperatures, *,
-    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, span_out=None,
+    finite_out=None,
 ):
     """Per-block weighted sums of the rows' losses at each temperature:
     shape ``(n_blocks, n_temperatures, 1)``. ``finite_out`` (every entry
     point): one float64 per block, where each block writes 1 if its logits
-    are all finite, else 0."""
+    are all finite, else 0. ``span_out`` (every entry point): one float64
+    per block, where each block writes the largest range of its rows."""
     cdef skts_args a = _base(NLL)
     return _run(a, 1, logits, y, sample_weight, total, betas, temperatures,
-                n_threads, row_max, row_max_out, None, finite_out)[0]
+                n_threads, row_max, row_max_out, span_out, finite_out)[0]
 
 
 def slopes(
@@ -535,8 +537,7 @@ def slopes(
     """Per-block sums of ``(F, F', F'' / T**2, bound of F', |F'|)`` (two
     more with ``higher``: the rows' third and fourth derivatives), and with
     ``facts`` the per-block ``(top, bottom, varies)``: ``(sums, found)``.
-    ``higher`` needs ``moments`` and no ``pair``. ``span_out``: one float64
-    per block, where each block writes the largest range of its rows."""
+    ``higher`` needs ``moments`` and no ``pair``."""
     if higher and not (moments and not pair):
         raise ValueError("higher needs moments and no pair")
     cdef skts_args a = _base(SLOPES)
@@ -548,15 +549,16 @@ def slopes(
 def derivatives(
     logits, y, sample_weight, double total, betas, temperatures, *,
     bint single=False, bint second=True, bint facts=False, bint higher=False,
-    int n_threads=1, row_max=None, row_max_out=None, finite_out=None,
+    int n_threads=1, row_max=None, row_max_out=None, span_out=None,
+    finite_out=None,
 ):
-    """Per-block sums of ``(F, F', F'', mean g**2)`` at each beta (two more
-    with ``higher``), float32 exponentials with ``single``; ``(sums,
-    found)`` as :func:`slopes`."""
+    """Per-block sums of ``(F, F', F'')`` and the mean ``g**2`` at each beta
+    (two more with ``higher``), float32 exponentials with ``single``;
+    ``(sums, found)`` as :func:`slopes`."""
     cdef skts_args a = _base(DERIV)
     a.single, a.second, a.facts, a.higher = single, second, facts, higher
     return _run(a, 4 + 2 * higher, logits, y, sample_weight, total, betas,
-                temperatures, n_threads, row_max, row_max_out, None, finite_out)
+                temperatures, n_threads, row_max, row_max_out, span_out, finite_out)
 
 
 def window(
@@ -568,7 +570,7 @@ def window(
     bounds (and ``(F', F'')`` at ``deriv_at``): shape ``(n_blocks,
     n_temperatures, 4)``. With ``slopes`` (more than two classes), ``(F',
     F'')`` at every temperature and a proven bound on the error of ``F'``:
-    shape ``(n_blocks, n_temperatures, 5)``. ``span_out``: as :func:`slopes`."""
+    shape ``(n_blocks, n_temperatures, 5)``."""
     # (the spread measured at the first beta bounds the later, larger ones;
     # any other index would leave the earlier betas without a bound)
     if first_spread not in (-1, 0):

@@ -91,8 +91,11 @@ def test_same_temperature_and_loss_as_in_memory_bit_for_bit(solver, weighted, ch
 
 def test_the_slopes_window_reads_the_same_bits_in_chunks(monkeypatch):
     # Wide rows whose subsample leaves the minimum a few grid steps
-    # uncertain: a float32 Newton step, then two candidates and their proven
-    # slopes (skts._numerics._grid); chunk by chunk, the same bits.
+    # uncertain: a float32 Newton step, then the nearest candidate alone with
+    # its proven slopes, F'' and the rows' largest range (the pieces are
+    # given their row maxima, not their ranges: they find those again), and
+    # the windows that follow (skts._numerics._grid); chunk by chunk, the
+    # same reads and the same bits.
     from _data import spy_windows
 
     rng = np.random.default_rng(1)
@@ -100,10 +103,11 @@ def test_the_slopes_window_reads_the_same_bits_in_chunks(monkeypatch):
     y = np.where(rng.random(12_000) < 0.9, z.argmax(1), rng.integers(0, 500, 12_000))
     seen = spy_windows(monkeypatch)
     ref = _fit(z, y)
-    assert seen[0] == (2, True)
+    assert seen[0] == (1, True)
+    in_memory = list(seen)
     seen.clear()
     got = _fit(da.from_array(z, chunks=(2_777, 500)), da.from_array(y, 2_777))
-    assert seen[0] == (2, True)
+    assert seen == in_memory
     assert got.temperature_ == ref.temperature_
     assert got.validation_loss_ == ref.validation_loss_
 
@@ -607,11 +611,13 @@ def test_a_piece_sends_its_per_block_results_as_one_buffer(read):
 @pytest.mark.parametrize("solver", ["grid", "continuous"])
 def test_later_reads_of_a_piece_are_given_its_row_maxima(solver, monkeypatch):
     # In memory, a fit's first read of wide float32 rows records their
-    # maxima and the later reads read each row once. On Dask each piece's
-    # first read sends its maxima back and the driver gives them to its
-    # later reads: the same bits, a third less time per read at 1,000
-    # classes (benchmarks/bench_outofcore.py).
+    # maxima (and each block's largest row range) and the later reads read
+    # each row once. On Dask each piece's first read sends its maxima and
+    # ranges back and the driver gives them to its later reads: the same
+    # bits, a third less time per read at 1,000 classes
+    # (benchmarks/bench_outofcore.py).
     import skts._dask as sd
+    from skts._numerics._blocks import rows_per_block
 
     z, y = _problem(n=40_000, k=64, seed=15)  # (the warm start: a subsample)
     given, found = [], []
@@ -631,9 +637,15 @@ def test_later_reads_of_a_piece_are_given_its_row_maxima(solver, monkeypatch):
     assert got.temperature_ == _fit(z, y, solver=solver).temperature_
     first, later = given[:n_pieces], given[n_pieces:]
     assert later and all(m is None for m in first)
-    assert all(m is not None for m in later)  # every later read, every piece
-    maxima = np.concatenate([m for _, m in sorted(found[:n_pieces])])
+    # (every later read, every piece: its maxima and ranges)
+    assert all(m is not None and m[1] is not None for m in later)
+    maxima = np.concatenate([m[0] for _, m in sorted(found[:n_pieces])])
     np.testing.assert_array_equal(maxima, z.max(axis=1).astype(np.float64))
+    spans = np.concatenate([m[1] for _, m in sorted(found[:n_pieces])])
+    z64, step = z.astype(np.float64), rows_per_block(64)
+    ranges = z64.max(axis=1) - z64.min(axis=1)
+    want = [ranges[i : i + step].max() for i in range(0, len(y), step)]
+    np.testing.assert_array_equal(spans, want)
     assert all(m is None for _, m in found[n_pieces:])  # (sent once)
 
 

@@ -974,13 +974,15 @@ def test_known_row_maxima_give_the_same_bits_in_one_sweep(k):
         block_pass(z, y, w, total, [1.0], [1.0], "nll", row_max=found[:-1])
 
 
-@pytest.mark.parametrize("read", ["slopes", "window"])
-@pytest.mark.parametrize("k", [2, 10, 33, 300])
+@pytest.mark.parametrize("read", ["nll", "slopes", "derivatives", "window"])
+@pytest.mark.parametrize("k", [2, 10, 33, 300, 1003])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_each_block_writes_its_widest_row(read, k, dtype):
-    # span_out: each block's largest row range (max - min), as numpy finds it
-    # block by block (the kernel's maximum in lanes per chunk), with the row
-    # maxima known or not; the sums keep their bits.
+    # span_out (every entry point): each block's largest row range (max -
+    # min), as numpy finds it block by block (the kernel's maximum in lanes
+    # per chunk; wide rows' minima and maxima in one sweep, tails of 1 and 11
+    # classes past the lanes), with the row maxima known, written alongside
+    # (a fit's first read), or neither; the sums keep their bits.
     rng = np.random.default_rng(k)
     n = 150_000 // k
     z = (rng.normal(size=(n, k)) * rng.uniform(0.1, 30.0, size=(n, 1))).astype(dtype)
@@ -995,11 +997,13 @@ def test_each_block_writes_its_widest_row(read, k, dtype):
     )
     args = (z, y, None, float(n), [0.5], [2.0], read)
     plain = block_pass(*args)[0]
-    for options in ({}, {"row_max": z64.max(axis=1)}):
+    for options in ({}, {"row_max": z64.max(axis=1)}, {"row_max_out": np.zeros(n)}):
         spans = np.full(len(want), np.nan)
         out = block_pass(*args, span_out=spans, **options)[0]
         assert np.array_equal(spans, want)
         assert np.array_equal(out, plain)
+        if "row_max_out" in options:
+            assert np.array_equal(options["row_max_out"], z64.max(axis=1))
     with pytest.raises(ValueError, match="span_out"):
         block_pass(*args, span_out=np.zeros(len(want) + 1))
 

@@ -95,7 +95,8 @@ def _cases():
                 base = dict(z=z, y=y, w=w, total=total, betas=betas,
                             temps=1.0 / betas)
                 # one case per read and its variants
-                cases.append(dict(base, kind=0, mode=0, width=1, want_mx=1))
+                cases.append(dict(base, kind=0, mode=0, width=1, want_mx=1,
+                                  want_span=1))
                 cases.append(dict(base, kind=0, mode=0, width=1, mx_in=mx))
                 for moments, facts in ((1, 1), (0, 0), (1, 0)):
                     cases.append(dict(base, kind=0, mode=1, width=5,
@@ -167,7 +168,7 @@ def _expected(case):
         found = None
         if mode == 0:
             sums = _kernel.nll(z, y, w, total, betas, temps, row_max_out=mx,
-                               **common)
+                               span_out=span, **common)
         elif mode == 1:
             sums, found = _kernel.slopes(
                 z, y, w, total, betas, temps, moments=bool(case.get("moments", 1)),
@@ -178,7 +179,8 @@ def _expected(case):
             sums, found = _kernel.derivatives(
                 z, y, w, total, betas, temps, single=bool(case["single"]),
                 second=bool(case["second"]), facts=bool(case["facts"]),
-                higher=bool(case["higher"]), row_max_out=mx, **common)
+                higher=bool(case["higher"]), row_max_out=mx, span_out=span,
+                **common)
         else:
             sums = _kernel.window(
                 z, y, w, total, betas, temps, first_spread=case["first_spread"],

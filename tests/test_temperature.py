@@ -855,12 +855,14 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide, monkeypatch):
     result = grid_search(logits, y, grid)
     # A float32 Newton step and one window (7 and 8 reads before, the
     # windows growing from many standard errors away); at most the float64
-    # values of a near-tie besides. That window holds the two candidates
-    # either side of the step's answer and reads F' there with a proven
-    # bound: by convexity the slopes exclude every candidate beyond them
-    # (four candidates and no slopes before).
-    assert windows[0] == (2, True)
-    assert result.n_passes <= 3
+    # values of a near-tie besides. That window is the candidate nearest the
+    # step's answer alone, with its proven F', F'' and the rows' largest
+    # range, whose Taylor intervals prove the answer (the two candidates
+    # either side with their slopes before; four without, before that). The
+    # step misses the answer by a spacing here: one more read, of the answer
+    # alone (its loss), without slopes.
+    assert windows == [(1, True), (1, False)]
+    assert result.n_passes == 3
     # The choice is the float64 minimum among its neighbours (scipy's
     # logsumexp, independent of skts); convexity makes it the global one.
     j = int(np.flatnonzero(grid == result.temperature)[0])
@@ -876,15 +878,17 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide, monkeypatch):
 @pytest.mark.parametrize(
     ("phase", "weighted"), [(0.0, False), (0.3, False), (0.3, True)]
 )
-def test_the_two_candidate_window_gives_the_rule_wherever_newton_lands(
+def test_the_window_after_a_newton_step_gives_the_rule_wherever_it_lands(
     confident_wide, monkeypatch, phase, weighted
 ):
     # Wherever the Newton step lands (offsets in grid steps from the
     # minimiser: past the next candidate, on a candidate, between two), the
-    # slopes either prove the two candidates hold the minimum or the window
-    # grows: the answer is always the rule's (brute force at 60 digits). With
-    # phase 0 a candidate sits at the continuous minimiser: its F' is about
-    # 0, and no slope there proves anything.
+    # first window is the nearest candidate alone, with its slopes and span:
+    # its Taylor intervals prove the answer, or the window grows (one more
+    # read of the answer alone for its loss when that is a neighbour). The
+    # answer is always the rule's (brute force at 60 digits). So too after a
+    # small step (a warm start a few spacings uncertain, 1e-4 from where the
+    # step lands: Newton's error is then far below a spacing).
     from skts._numerics import _grid
 
     logits, y, t = confident_wide
@@ -902,11 +906,27 @@ def test_the_two_candidate_window_gives_the_rule_wherever_newton_lands(
         windows = spy_windows(monkeypatch)
         result = grid_search(logits, y, grid, w)
         assert result.temperature in allowed
-        assert windows[0] == (2, True)
+        assert windows[0] == (1, True)
         n_windows.append(len(windows))
-    # (between the two candidates either side of the minimiser: one window)
-    assert n_windows[4] == 1 or phase == 0.0
+    # (landing on the minimiser or 0.15 of a spacing from it: one window)
+    assert n_windows[3] == n_windows[4] == 1
     assert max(n_windows) > 1  # (the far landings grew it)
+    sub = None if w is None else w[::20]
+    curvature = derivatives(logits[::20], y[::20], 1.0 / t, sub)[2]
+    for offset in (-1.0, 0.0, 0.15, 0.5):
+        landing = 1.0 / (t * np.exp(step * offset))
+        start = landing * (1.0 + 1e-4)
+        monkeypatch.setattr(
+            _grid,
+            "warm_start",
+            lambda *a, b=start: (b, 3.0 * step * b, curvature, 0),
+        )
+        monkeypatch.setattr(_grid, "newton_step", lambda *a, b=landing: b)
+        windows = spy_windows(monkeypatch)
+        result = grid_search(logits, y, grid, w)
+        assert result.temperature in allowed
+        assert windows[0] == (1, True)
+        assert offset not in (0.0, 0.15) or windows == [(1, True)]
 
 
 @pytest.mark.parametrize("side", [-1, 1])
@@ -1083,6 +1103,58 @@ def test_a_fit_reads_wide_rows_maxima_once_and_keeps_its_bits(monkeypatch):
     rows = numerics.Rows(z, y)
     rows.slopes([1.0])
     assert rows._maxima is None
+
+
+@pytest.mark.parametrize("first", ["derivatives", "nll", "window"])
+def test_a_fit_keeps_wide_rows_ranges_from_its_first_read(monkeypatch, first):
+    # The read that finds wide float32 rows' maxima also writes each block's
+    # largest row range (its sweep finds the minima alongside); a later
+    # window asked for the span is given it: the kernel is not asked to
+    # sweep the rows for their minima again. The same span as numpy's and
+    # as rows that keep nothing, the same bits; narrow rows keep nothing.
+    import types
+
+    import skts._numerics as numerics
+    from skts._numerics import _passes
+
+    rng = np.random.default_rng(3)
+    n, k = 20_000, 200
+    z = (rng.normal(size=(n, k)) * rng.uniform(0.5, 20.0, (n, 1))).astype(np.float32)
+    y = np.where(rng.random(n) < 0.7, z.argmax(axis=1), rng.integers(0, k, n))
+    z64 = z.astype(np.float64)
+    want = float((z64.max(axis=1) - z64.min(axis=1)).max())
+    asked = []
+    real = _passes.kernel
+
+    def window(*a, **kw):
+        asked.append("span_out" in kw)
+        return real.window(*a, **kw)
+
+    spy = types.SimpleNamespace(**vars(real))
+    spy.window = window
+    monkeypatch.setattr(_passes, "kernel", spy)
+    rows = numerics.Rows(z, y)
+    {
+        "derivatives": lambda: rows.derivatives([0.7], "float32"),
+        "nll": lambda: rows.nll(np.array([1.5])),
+        "window": lambda: rows.window(np.array([1.5])),
+    }[first]()
+    asked.clear()
+    read = rows.window(np.array([1.3]), slopes=True, span=True)
+    assert asked == [False]
+    assert read.span == want
+    fresh = numerics.Rows(z, y, keep_maxima=False)
+    again = fresh.window(np.array([1.3]), slopes=True, span=True)
+    assert asked == [False, True]
+    assert again.span == want
+    assert np.array_equal(again.curvature, read.curvature)
+    assert np.array_equal(again.estimate, read.estimate)
+    narrow = numerics.Rows(z[:, :30], y % 30)
+    narrow.nll(np.array([1.5]))
+    assert narrow._maxima is None
+    assert narrow.window(np.array([1.3]), slopes=True, span=True).span == float(
+        (z64[:, :30].max(axis=1) - z64[:, :30].min(axis=1)).max()
+    )
 
 
 @pytest.mark.parametrize("higher", [False, True])

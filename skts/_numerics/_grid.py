@@ -354,13 +354,6 @@ def _proven(
     return best
 
 
-def _between(cand: NDArray, beta: float) -> int:
-    """``b`` with ``cand[b - 1] < 1/beta <= cand[b]``; 0 if ``1/beta`` lies
-    outside (at or below the smallest, or above the largest candidate)."""
-    b = int(np.searchsorted(cand, 1.0 / beta))
-    return b if b < cand.shape[0] else 0
-
-
 def _log_step(cand: NDArray, j: int) -> float:
     """The candidates' spacing in log T around ``cand[j]`` (0 for one)."""
     a, b = max(j - 1, 0), min(j + 1, cand.shape[0] - 1)
@@ -389,31 +382,21 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     # there (float32 windows of more than two classes): by convexity a proven
     # slope at an edge bounds every candidate beyond it (see `beyond`).
     certify = rows.n_classes > 2 and not rows.float64_window
-    bracket = False
-    if certify and at.spread_beta is not None and 0 < (b := _between(cand, beta)):
-        # After a float32 Newton step on all the data: the two candidates
-        # either side of its answer, whose slopes prove that the minimum lies
-        # between them unless the step missed past one (the window then
-        # grows); not when a small step's answer lies within twice its error
-        # of a candidate, likely the minimiser (the window below settles it).
-        step = _log_step(cand, b)
-        near = min(abs(math.log(cand[i] * beta)) for i in (b - 1, b)) / step
-        bracket = not sharp or near > 2.0 * at.newton_error / step
-        if bracket:
-            lo, hi = b - 1, b
-    if not (sharp or bracket):
+    # From the subsample alone (fused), or after a float32 Newton step on all
+    # the data, with proven slopes: the nearest candidate alone, with F' and
+    # F'' there and the rows' largest range, from which Taylor's theorem
+    # usually proves the answer (`_proven`); else the Newton step from there
+    # places the next window (fused), or the window grows from it, the slopes
+    # at its edges bounding every candidate beyond them.
+    curved = certify and (fused or at.spread_beta is not None)
+    if curved:
+        lo = hi = j
+    elif not sharp:
         # After a float32 Newton step of some size, one more candidate on the
         # side of larger beta (smaller T): F'' usually falls as beta grows
         # (the forecasts sharpen), and Newton then stops short of the root
         # whichever side it starts from. A candidate costs less than a read.
         lo = max(lo - 1, 0)
-    # From the subsample alone (fused), with proven slopes: the nearest
-    # candidate alone, with F' and F'' there and the rows' largest range,
-    # from which Taylor's theorem often proves the answer (`_proven`); else
-    # the Newton step from there places the next window.
-    curved = fused and certify
-    if curved:
-        lo = hi = j
 
     c64 = error64_factor(rows.n_samples, rows.n_classes)
     est: dict[int, float] = {}
