@@ -20,6 +20,7 @@ import os
 import shutil
 import struct
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -271,8 +272,11 @@ def binaries(cases, tmp_path_factory):
         if done.returncode != 0:
             return key, done.stderr
         if part != exe:
-            shutil.copy2(part, exe.with_suffix(".part"))
-            os.replace(exe.with_suffix(".part"), exe)
+            # (a name of this process's own: .ci/run's two lanes may build
+            # the same binary at once)
+            staged = exe.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+            shutil.copy2(part, staged)
+            os.replace(staged, exe)
         return key, exe
 
     with ThreadPoolExecutor(2) as pool:
