@@ -662,20 +662,33 @@ def large_problem():
 
 
 @pytest.mark.parametrize(
-    ("offset", "spread", "path"),
+    ("offset", "spread"),
     [
-        (0.002, 0.5, "fused"),  # the leaning window holds the answer
-        (0.03, 0.5, "fused"),  # it misses: Newton from its middle
-        (-0.03, 5.0, "newton"),  # a float32 Newton step first
-        (0.03, 5.0, "newton"),
+        (0.002, 0.5),  # the window holds the answer
+        (0.03, 0.5),  # it misses: Newton from its middle
+        (-0.03, 5.0),  # far and uncertain
+        (0.03, 5.0),
     ],
 )
+@pytest.mark.parametrize("k", [3, 2])
 def test_large_inputs_find_the_brute_force_answer(
-    large_problem, monkeypatch, offset, spread, path
+    large_problem, monkeypatch, offset, spread, k
 ):
+    # The first read is a window that also reads F' and F'' at its middle
+    # (fused) where the subsample's spread is a spacing or less, and, with
+    # more than two classes (float32 windows whose slopes are proven),
+    # wherever the subsample lands; two classes far off take a float32 Newton
+    # step first. The answer is brute force's.
     from skts._numerics import Rows, _grid
 
     logits, y, grid, best = large_problem
+    if k == 2:
+        rng = np.random.default_rng(2)
+        logits = rng.normal(scale=2.0, size=(300_000, 2)).astype(np.float32)
+        y = np.where(
+            rng.random(300_000) < 0.6, logits.argmax(1), rng.integers(0, 2, 300_000)
+        )
+        best = int(np.argmin(nll_many(logits, y, grid)))
     beta = 1.0 / grid[best]
     spacing = math.log(grid[best + 1] / grid[best])
     # The warm start's answer, off by `offset`, with a standard error of
@@ -697,7 +710,7 @@ def test_large_inputs_find_the_brute_force_answer(
     monkeypatch.setattr(Rows, "window", spy)
     result = grid_search(logits, y, grid)
     assert result.temperature == grid[best]
-    assert (windows[0][1] is not None) == (path == "fused")
+    assert (windows[0][1] is not None) == (k > 2 or spread < 1.0)
     # One window when the subsample was close (plus, at most, float64 values
     # for candidates too close for float32); a few reads otherwise.
     assert result.n_passes <= (2 if abs(offset) < 0.005 else 4)
@@ -853,16 +866,15 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide, monkeypatch):
     windows = spy_windows(monkeypatch)
     grid = default_temperatures()
     result = grid_search(logits, y, grid)
-    # A float32 Newton step and one window (7 and 8 reads before, the
-    # windows growing from many standard errors away); at most the float64
-    # values of a near-tie besides. That window is the candidate nearest the
-    # step's answer alone, with its proven F', F'' and the rows' largest
-    # range, whose Taylor intervals prove the answer (the two candidates
-    # either side with their slopes before; four without, before that). The
-    # step misses the answer by a spacing here: one more read, of the answer
-    # alone (its loss), without slopes.
-    assert windows == [(1, True), (1, False)]
-    assert result.n_passes == 3
+    # Two windows, each one candidate with its proven F', F'' and the rows'
+    # largest range: the one nearest the warm start's answer (whose read
+    # also places a Newton step on all the data), then the one nearest the
+    # step's, whose Taylor intervals prove the answer. Before: a float32
+    # Newton step, that second window, then the answer alone for its loss
+    # (three reads); before that, 7 and 8, the windows growing from many
+    # standard errors away.
+    assert windows == [(1, True), (1, True)]
+    assert result.n_passes == 2
     # The choice is the float64 minimum among its neighbours (scipy's
     # logsumexp, independent of skts); convexity makes it the global one.
     j = int(np.flatnonzero(grid == result.temperature)[0])
@@ -881,14 +893,17 @@ def test_a_far_warm_start_does_not_cost_reads(confident_wide, monkeypatch):
 def test_the_window_after_a_newton_step_gives_the_rule_wherever_it_lands(
     confident_wide, monkeypatch, phase, weighted
 ):
-    # Wherever the Newton step lands (offsets in grid steps from the
-    # minimiser: past the next candidate, on a candidate, between two), the
-    # first window is the nearest candidate alone, with its slopes and span:
-    # its Taylor intervals prove the answer, or the window grows (one more
-    # read of the answer alone for its loss when that is a neighbour). The
-    # answer is always the rule's (brute force at 60 digits). So too after a
-    # small step (a warm start a few spacings uncertain, 1e-4 from where the
-    # step lands: Newton's error is then far below a spacing).
+    # A warm start six spacings off (three standard errors): its nearest
+    # candidate's read proves nothing, and the Newton step from that read
+    # places the next window. Wherever the step lands (offsets in grid steps
+    # from the minimiser: past the next candidate, on a candidate, between
+    # two), that window is the candidate nearest it alone, with its slopes
+    # and span: its Taylor intervals prove the answer, or the window grows
+    # (one more read of the answer alone for its loss when that is a
+    # neighbour). The answer is always the rule's (brute force at 60
+    # digits). So too from a warm start a few spacings uncertain but 1e-4
+    # from the landing: its own nearest candidate's read proves the answer,
+    # no Newton step.
     from skts._numerics import _grid
 
     logits, y, t = confident_wide
@@ -899,6 +914,12 @@ def test_the_window_after_a_newton_step_gives_the_rule_wherever_it_lands(
     step = 0.0092
     grid = t * np.exp(step * (np.arange(-25, 26) + phase))
     allowed = brute_force(logits, y, grid, w)
+    sub = None if w is None else w[::20]
+    curvature = derivatives(logits[::20], y[::20], 1.0 / t, sub)[2]
+    far = 1.0 / (t * np.exp(6.0 * step))
+    monkeypatch.setattr(
+        _grid, "warm_start", lambda *a: (far, 3.0 * step * far, curvature, 0)
+    )
     n_windows = []
     for offset in (-2.6, -1.0, -0.5, 0.0, 0.15, 0.5, 1.7):
         landing = 1.0 / (t * np.exp(step * offset))
@@ -906,13 +927,12 @@ def test_the_window_after_a_newton_step_gives_the_rule_wherever_it_lands(
         windows = spy_windows(monkeypatch)
         result = grid_search(logits, y, grid, w)
         assert result.temperature in allowed
-        assert windows[0] == (1, True)
+        assert windows[:2] == [(1, True), (1, True)]
         n_windows.append(len(windows))
-    # (landing on the minimiser or 0.15 of a spacing from it: one window)
-    assert n_windows[3] == n_windows[4] == 1
-    assert max(n_windows) > 1  # (the far landings grew it)
-    sub = None if w is None else w[::20]
-    curvature = derivatives(logits[::20], y[::20], 1.0 / t, sub)[2]
+    # (landing on the minimiser or 0.15 of a spacing from it: that window
+    # alone after the first)
+    assert n_windows[3] == n_windows[4] == 2
+    assert max(n_windows) > 2  # (the far landings grew it)
     for offset in (-1.0, 0.0, 0.15, 0.5):
         landing = 1.0 / (t * np.exp(step * offset))
         start = landing * (1.0 + 1e-4)

@@ -199,18 +199,31 @@ def _ends(
     return _Start(end_beta if beta is None else beta, beta0, 0.0, passes)
 
 
+def _certifies(rows: Rows) -> bool:
+    """Whether a window read of one or two candidates can also give F' with a
+    proven bound there (and F'' and the rows' largest range): float32 windows
+    of more than two classes."""
+    return rows.n_classes > 2 and not rows.float64_window
+
+
 def _first_window(rows: Rows, cand: NDArray, at: _Start, h: float) -> _Start:
     """How the first window is placed, given the warm start's uncertainty
     (``h``: the subsample's ``F''`` at its answer)."""
     beta0, se = at.beta0, at.se
     if 3.0 * se <= 0.01 * beta0:
         return at  # (close enough; se is 0 after a float64 step from an end)
-    if se <= spacing(cand, beta0) * beta0:
+    if se <= spacing(cand, beta0) * beta0 or _certifies(rows):
         # The subsample leaves the minimum uncertain by a grid step or so (one
         # standard error): a window leaning towards its answer usually holds
         # it. That window also reads F' and F'' at its middle: if it settles
         # nothing, a float32 Newton step from there on all the data places the
-        # next one (see _windows).
+        # next one (see _windows). Where the window is the nearest candidate
+        # alone with its proven F', F'' and the rows' largest range (float32,
+        # more than two classes), so however far off the subsample may be:
+        # that read proves the answer when it lies within a few candidates
+        # (12 of the 27 wide sets of bench_reads.py), and otherwise costs what
+        # the float32 Newton step's read below does (one exp per logit), its
+        # F'' from all the data rather than the subsample.
         at.fused = True
         return at
     # Further off: one full float32 Newton step from the subsample's answer
@@ -381,9 +394,11 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
     # Windows of at most two candidates also read F' with a proven bound
     # there (float32 windows of more than two classes): by convexity a proven
     # slope at an edge bounds every candidate beyond it (see `beyond`).
-    certify = rows.n_classes > 2 and not rows.float64_window
-    # From the subsample alone (fused), or after a float32 Newton step on all
-    # the data, with proven slopes: the nearest candidate alone, with F' and
+    certify = _certifies(rows)
+    # From the subsample alone (fused: always, for these rows), or after a
+    # float32 Newton step on all the data (two classes: from a far subsample;
+    # any rows: from a fused read that proved nothing), with proven slopes:
+    # the nearest candidate alone, with F' and
     # F'' there and the rows' largest range, from which Taylor's theorem
     # usually proves the answer (`_proven`); else the Newton step from there
     # places the next window (fused), or the window grows from it, the slopes
@@ -513,6 +528,10 @@ def _windows(rows: Rows, cand: NDArray, at: _Start) -> SearchResult:
             if stepped is not None:
                 beta = stepped
                 j, lo, hi = _around(cand, beta, 3.0 * ((beta - at_beta) / beta) ** 2)
+                if certify:
+                    # As after the float32 Newton step: the candidate nearest
+                    # the step's answer alone, with its slopes and span.
+                    curved, lo, hi = True, j, j
                 guess = j
                 continue
         # Grow by one candidate first (the usual miss: the best is at an
